@@ -1,0 +1,85 @@
+"""Exact comparisons between event values and rational constants, at float speed.
+
+A normalized predicate such as `T.fluct = 103/2` or `B.pressure > (1/3) * T.fluct`
+holds or fails exactly as the text says (DESIGN section 2). Rather than doing rational
+arithmetic per event, each constant is turned once into a float threshold that decides
+the comparison exactly for every double (and every int a double represents), and pair
+differences are computed in floats with an error bound, falling back to `Fraction`
+only when a value sits within that bound of a constant.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Union
+
+from juggler.language.model import Op
+
+Number = Union[int, float]
+Key = Union[int, float, Fraction, str, bool]
+
+EXACT_INT = 2**53
+"""Ints beyond this are not all doubles; comparing them uses the exact slow path."""
+
+_BAND = 2.0**-48
+"""Relative error allowed for `x - m*y` computed in floats (a few ulps, generously)."""
+
+
+def to_float(value: Fraction) -> float:
+    """The nearest double, saturating to +-inf instead of overflowing."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def lower_threshold(op: Op, constant: Fraction) -> float:
+    """T such that, for every double v, `v op constant` iff `v >= T` (op is > or >=).
+
+    No double lies strictly between a constant and its nearest double, which is what
+    lets a strict comparison become a non-strict one on the next double.
+    """
+    near = to_float(constant)
+    if near > constant or (near == constant and op is Op.GE):
+        return near
+    return math.nextafter(near, math.inf)
+
+
+def upper_threshold(op: Op, constant: Fraction) -> float:
+    """T such that, for every double v, `v op constant` iff `v <= T` (op is < or <=)."""
+    near = to_float(constant)
+    if near < constant or (near == constant and op is Op.LE):
+        return near
+    return math.nextafter(near, -math.inf)
+
+
+def equality_key(constant: Key) -> Key | None:
+    """The dict key under which values equal to `constant` hash, or None if no value can.
+
+    Python hashes equal ints, floats and Fractions alike; a rational that is neither an
+    integer nor a double equals no event value, so its predicate can never hold.
+    """
+    if not isinstance(constant, Fraction):
+        return constant
+    if constant.denominator == 1:
+        return int(constant)
+    near = to_float(constant)
+    return near if near == constant else None
+
+
+def is_exact_double(value: Number) -> bool:
+    """True when `value` converts to float without rounding (all floats, most ints)."""
+    return type(value) is float or -EXACT_INT <= value <= EXACT_INT
+
+
+def exact_difference(x: Number, factor: Fraction, y: Number) -> Fraction:
+    """`x - factor * y` in exact arithmetic."""
+    return Fraction(x) - factor * Fraction(y)
+
+
+def float_difference(x: Number, factor: float, y: Number) -> tuple[float, float]:
+    """`x - factor * y` in floats and a bound on its distance from the exact value."""
+    product = factor * y
+    diff = x - product
+    return diff, (abs(x) + 2.0 * abs(product) + abs(diff)) * _BAND + 1e-300

@@ -1,0 +1,377 @@
+"""The Juggler operator: every registered query evaluated over one shared state.
+
+Per incoming event (thesis Figure 3.19): the candidate queries are those over its
+stream; the three predicate types are applied in the order the predicate type manager
+keeps; the first of join/window retrieves partners through its exploitation structure
+(JES value range or WES time range, using the loosest bound of the candidate queries)
+and every later phase only filters; each filter is one probe per predicate list that
+removes, as a query bitmask, every query the combination fails. A combination that
+still has queries when all of a query's streams are bound is a result of those.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from juggler.engine.events import (
+    EngineConfig,
+    Event,
+    LateEvent,
+    Position,
+    RegistrationError,
+    Result,
+)
+from juggler.engine.ordering import PredicateTypeManager
+from juggler.engine.plan import Check, Plan, PlanNode
+from juggler.engine.predicate_lists import EQUALITY, LOWER, Bound, PairRangeList
+from juggler.engine.shared_predicates import SharedPredicates
+from juggler.engine.state import Held, KeyState, StreamStore
+from juggler.language.model import PredicateKind, Query
+
+_SLACK = 2.0**-40  # relative widening of float JES bounds; the exact filter decides
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    """What emitting a result of one query needs, precomputed at registration."""
+
+    query: Query
+    order: int  # registration order, for a deterministic output order
+    select: tuple[tuple[str, str, str], ...] | None  # (label, stream, column)
+
+
+class JugglerEngine:
+    """The shared operator. See `QueryEngine` for the contract of each method."""
+
+    def __init__(self, config: EngineConfig = EngineConfig()) -> None:
+        self.config = config
+        self.shared = SharedPredicates()
+        self.plan = Plan(self.shared)
+        self.manager = PredicateTypeManager(config.order, config.reorder_every)
+        self.keys: dict[str, KeyState] = {}
+        self.horizon = config.retention
+        self._queries: dict[str, Query] = {}
+        self._bits: dict[str, int] = {}
+        self._outputs: dict[int, _Output] = {}
+        self._free_bits: list[int] = []
+        self._registrations = 0
+        self._seq = 0
+        self._attr_version: dict[str, int] = {}
+
+    # registration -------------------------------------------------------------------
+
+    @property
+    def queries(self) -> dict[str, Query]:
+        return dict(self._queries)
+
+    def register(self, query: Query, history: bool = False) -> list[Result]:
+        if query.id in self._queries:
+            raise RegistrationError(f"query {query.id!r} is already registered")
+        index = self._free_bits.pop() if self._free_bits else len(self._outputs)
+        bit = 1 << index
+        self._queries[query.id] = query
+        self._bits[query.id] = index
+        select = None if query.select is None else tuple(
+            (str(c), c.stream, c.column) for c in query.select)
+        self._outputs[index] = _Output(query, self._registrations, select)
+        self._registrations += 1
+        self.shared.add(query, bit)
+        self.plan.add(query, bit)
+        self.horizon = max(self.horizon, query.window)
+        for stream in query.streams:  # cached attribute masks may hold a reused bit
+            self._attr_version[stream] = self._attr_version.get(stream, 0) + 1
+        return self._history(query, bit) if history else []
+
+    def deregister(self, query_id: str) -> None:
+        if query_id not in self._queries:
+            raise RegistrationError(f"query {query_id!r} is not registered")
+        query = self._queries.pop(query_id)
+        index = self._bits.pop(query_id)
+        self.shared.remove(query, 1 << index)
+        self.plan.remove(query, 1 << index)
+        del self._outputs[index]
+        self._free_bits.append(index)
+
+    def _history(self, query: Query, bit: int) -> list[Result]:
+        """PSoup's query-data duality: the new query over the events already held, each
+        combination found once, from the event that arrived last."""
+        out: list[tuple] = []
+        for ks in self.keys.values():
+            held = [h for s in query.streams if s in ks.streams
+                    for h in ks.streams[s].all() if h.ts >= ks.floor]
+            held.sort(key=lambda h: h.seq)
+            for h in held:
+                self._evaluate(ks, h, bit, out, h.seq)
+        return _sorted(out)
+
+    # events -------------------------------------------------------------------------
+
+    def process(self, event: Event) -> list[Result]:
+        ks = self.keys.get(event.key)
+        if ks is None:
+            ks = self.keys[event.key] = KeyState()
+        lateness = self.config.allowed_lateness
+        if ks.maxts is None or event.ts > ks.maxts:
+            ks.maxts = event.ts
+        elif event.ts < ks.maxts - lateness:
+            raise LateEvent(event, ks.maxts, lateness)
+        floor = ks.maxts - self.horizon - lateness
+        if ks.floor is None or floor > ks.floor:
+            ks.floor = floor
+        held = Held(event, self._seq)
+        self._seq += 1
+        out: list[tuple] = []
+        candidates = self.shared.stream_queries.get(event.stream, 0)
+        if candidates:
+            self._evaluate(ks, held, candidates, out, None)
+        ks.store(event.stream, self.config.bucket_ms).insert(held)
+        if ks.purged_to is None or ks.floor - ks.purged_to >= self.config.bucket_ms:
+            ks.purge()
+        self.manager.tick()
+        return _sorted(out)
+
+    def held_events(self) -> dict[str, int]:
+        """Events held in state per stream, over all keys."""
+        counts: dict[str, int] = {}
+        for ks in self.keys.values():
+            for stream, store in ks.streams.items():
+                counts[stream] = counts.get(stream, 0) + store.size
+        return counts
+
+    # evaluation ---------------------------------------------------------------------
+
+    def _attr_fail(self, held: Held) -> int:
+        """Queries failing this event's attribute and in-event predicates (cached)."""
+        stream = held.event.stream
+        version = self._attr_version.get(stream, 0)
+        if held.attr_version != version:
+            fail = 0
+            lists = self.shared.attribute.get(stream, ())
+            for plist in lists:
+                if plist.kind is PredicateKind.ATTRIBUTE:
+                    fail |= plist.failing(held.value(plist.column.column))
+                else:
+                    fail |= plist.failing(held.value(plist.left.column), held.value(plist.right.column))
+            self.manager.comparisons["A"] += len(lists)
+            held.attr_fail = fail
+            held.attr_version = version
+        return held.attr_fail
+
+    def _evaluate(self, ks: KeyState, held: Held, candidates: int, out: list,
+                  before_seq: int | None) -> None:
+        root = self.plan.roots.get(held.event.stream)
+        if root is None:
+            return
+        manager = self.manager
+        mask = candidates & root.mask
+        pending = manager.order[0] != "A"
+        if not pending:
+            manager.comparisons["A"] += 1
+            after = mask & ~self._attr_fail(held)
+            manager.observe("A", 1, 1 if after else 0)
+            mask = after
+            if not mask:
+                return
+        ends = mask & root.ends
+        if ends:
+            if pending:
+                ends &= ~self._attr_fail(held)
+            if ends:
+                self._emit(ends, root.path, [held], out)
+        if root.children:
+            self._expand(ks, root, [held], mask, pending, out, before_seq, held.ts, held.ts)
+
+    def _expand(self, ks: KeyState, node: PlanNode, partial: list[Held], mask: int,
+                pending: bool, out: list, before_seq: int | None, mints: int, maxts: int) -> None:
+        manager = self.manager
+        order = manager.order
+        comparisons = manager.comparisons
+        join_first = order.index("J") < order.index("W")
+        shared = self.shared
+        for child in node.children.values():
+            group = mask & child.mask
+            if not group:
+                continue
+            store = ks.streams.get(child.stream)
+            if store is None or not store.size:
+                continue
+            widest = shared.widest(group)
+            lo = max(maxts - widest, ks.floor)
+            hi = mints + widest
+            if lo > hi:
+                continue
+            found = None
+            if join_first:
+                found = self._join_retrieve(child, partial, group, store, lo, hi)
+            if found is None:
+                found = self._window_retrieve(child, partial, group, store, lo, hi)
+            retriever = "J" if join_first and found is not None else "W"
+            candidates = list(found) if found is not None else []
+            comparisons[retriever] += 1 + len(candidates)
+            manager.observe(retriever, store.size, len(candidates))
+            for partner in candidates:
+                if before_seq is not None and partner.seq >= before_seq:
+                    continue
+                survivors = group
+                for phase in order:
+                    seen = survivors
+                    if phase == "A":
+                        comparisons["A"] += 1
+                        survivors &= ~self._attr_fail(partner)
+                        if pending and survivors:
+                            comparisons["A"] += 1
+                            survivors &= ~self._attr_fail(partial[0])
+                    elif phase == "J":
+                        survivors = self._filter(child.joins, partial, partner, survivors, "J")
+                    else:
+                        pts = partner.ts
+                        span = (maxts if maxts > pts else pts) - (mints if mints < pts else pts)
+                        comparisons["W"] += 1
+                        survivors &= ~shared.too_narrow(span)
+                        if survivors and child.windows:
+                            survivors = self._filter(child.windows, partial, partner, survivors, "W")
+                    if phase != retriever:
+                        manager.observe(phase, 1, 1 if survivors else 0)
+                    if not survivors:
+                        break
+                if not survivors:
+                    continue
+                partial.append(partner)
+                ends = survivors & child.ends
+                if ends:
+                    self._emit(ends, child.path, partial, out)
+                if child.children:
+                    pts = partner.ts
+                    self._expand(ks, child, partial, survivors, False, out, before_seq,
+                                 mints if mints < pts else pts, maxts if maxts > pts else pts)
+                partial.pop()
+
+    def _filter(self, checks: tuple[Check, ...], partial: list[Held], partner: Held,
+                survivors: int, kind: str) -> int:
+        probes = 0
+        for check in checks:
+            plist = check.plist
+            if not plist.users & survivors:
+                continue
+            probes += 1
+            mine = partner.value(check.partner_column)
+            theirs = partial[check.other].value(check.other_column)
+            if check.partner_is_left:
+                survivors &= ~plist.failing(mine, theirs)
+            else:
+                survivors &= ~plist.failing(theirs, mine)
+            if not survivors:
+                break
+        self.manager.comparisons[kind] += probes
+        return survivors
+
+    def _join_retrieve(self, child: PlanNode, partial: list[Held], group: int,
+                       store: StreamStore, lo: int, hi: int) -> Iterator[Held] | None:
+        """Partners from a JES: the value range that the loosest predicate of one join
+        list allows, for a list that every query of the group has a predicate in."""
+        for check in child.joins:
+            plist = check.plist
+            if group & ~plist.users:
+                continue
+            bound = plist.bound(group)
+            if bound is None:
+                continue
+            other = partial[check.other].value(check.other_column)
+            ranges = _partner_ranges(plist, check.partner_is_left, other, bound)
+            if ranges is None:
+                continue
+            index = store.index(check.partner_column)
+            return _in_time(_irange_all(index, ranges), lo, hi)
+        return None
+
+    def _window_retrieve(self, child: PlanNode, partial: list[Held], group: int,
+                         store: StreamStore, lo: int, hi: int) -> Iterator[Held]:
+        """Partners from the WES: the MAXWINDOW range, narrowed by every window list
+        that all queries of the group have a predicate in."""
+        for check in child.windows:
+            plist = check.plist
+            if group & ~plist.users or plist.factor != 1:
+                continue
+            bound = plist.bound(group)
+            if bound is None:
+                continue
+            other = partial[check.other].ts
+            ranges = _partner_ranges(plist, check.partner_is_left, other, bound)
+            if ranges is None:
+                continue
+            low = min(r[0] for r in ranges)
+            high = max(r[1] for r in ranges)
+            if low > -math.inf:
+                lo = max(lo, math.ceil(low))
+            if high < math.inf:
+                hi = min(hi, math.floor(high))
+        if lo > hi:
+            return iter(())
+        return store.between(lo, hi)
+
+    def _emit(self, queries: int, path: tuple[str, ...], partial: list[Held], out: list) -> None:
+        by_stream = dict(zip(path, partial))
+        ts = max(h.ts for h in partial)
+        key = partial[0].event.key
+        while queries:
+            low = queries & -queries
+            queries ^= low
+            output = self._outputs[low.bit_length() - 1]
+            query = output.query
+            sources = {s: by_stream[s].event.position for s in query.streams}
+            if output.select is None:
+                row = {f"{s}.{c}": v for s in query.streams for c, v in by_stream[s].data.items()}
+            else:
+                row = {label: by_stream[s].value(c) for label, s, c in output.select}
+            result = Result(query.id, key, ts, sources, row)
+            out.append((output.order, tuple(sources.values()), result))
+
+
+def _sorted(out: list[tuple]) -> list[Result]:
+    if len(out) > 1:
+        out.sort(key=lambda item: (item[0], item[1]))
+    return [item[2] for item in out]
+
+
+def _partner_ranges(plist, partner_is_left: bool, other: Any,
+                    bound: Bound) -> list[tuple[Any, Any]] | None:
+    """Value ranges of the partner's column allowed by `bound`, widened for rounding.
+
+    The list compares d = left - f*right with constants k. Solving for the partner
+    side gives one interval per constant (a point for equality); floats are widened
+    by a relative slack so no partner is lost, and the lists' exact filter decides.
+    """
+    factor = plist.factor
+    if isinstance(other, str) or isinstance(other, bool):
+        return [(other, other)] if bound.family == EQUALITY else None
+    ranges = []
+    for k in bound.constants:
+        if partner_is_left:  # left = f*other + k
+            target = float(factor) * other + float(k)
+            direction = bound.family
+        else:  # f*right = other - k
+            target = (other - float(k)) / float(factor)
+            direction = bound.family if factor < 0 or bound.family == EQUALITY else (
+                "upper" if bound.family == LOWER else LOWER)
+        slack = abs(target) * _SLACK + abs(float(k)) * _SLACK + abs(other) * _SLACK + 1e-300
+        if direction == EQUALITY:
+            ranges.append((target - slack, target + slack))
+        elif direction == LOWER:
+            ranges.append((target - slack, math.inf))
+        else:
+            ranges.append((-math.inf, target + slack))
+    return ranges
+
+
+def _irange_all(index, ranges: Iterable[tuple[Any, Any]]) -> Iterator[Held]:
+    for low, high in ranges:
+        for _, _, held in index.irange((low,), (high, math.inf)):
+            yield held
+
+
+def _in_time(found: Iterator[Held], lo: int, hi: int) -> Iterator[Held]:
+    for held in found:
+        if lo <= held.ts <= hi:
+            yield held

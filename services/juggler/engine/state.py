@@ -1,0 +1,147 @@
+"""Held events of one key: WES time buckets and JES value indexes (thesis 3.3).
+
+Each event is stored once, as a `Held` record; buckets and indexes hold references to
+it. Keys are independent (joins never cross keys), so a deployment scales by
+partition and a key costs nothing until its first event arrives.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from typing import Any, Iterator
+
+from sortedcontainers import SortedList
+
+from juggler.engine.events import Event
+from juggler.language.model import TIMESTAMP
+
+
+class Held:
+    """An accepted event with what the operator caches about it.
+
+    `attr_fail` is the mask of queries whose attribute (and in-event) predicates this
+    event fails, computed on first use and recomputed when `attr_version` is stale.
+    """
+
+    __slots__ = ("event", "ts", "data", "seq", "attr_fail", "attr_version")
+
+    def __init__(self, event: Event, seq: int) -> None:
+        self.event = event
+        self.ts = event.ts
+        self.data = event.data
+        self.seq = seq
+        self.attr_fail = 0
+        self.attr_version = -1
+
+    def value(self, column: str) -> Any:
+        return self.ts if column == TIMESTAMP else self.data[column]
+
+
+class StreamStore:
+    """The held events of one stream of one key.
+
+    The WES is a set of time buckets of `bucket_ms` each, kept sorted by timestamp so a
+    time-range probe reads whole buckets inside the range and filters only the two at
+    its ends, and purging expired events drops whole buckets. JES indexes are sorted
+    lists of `(value, seq, held)` per joined column, built on first use.
+    """
+
+    __slots__ = ("bucket_ms", "bucket_ids", "buckets", "indexes", "size")
+
+    def __init__(self, bucket_ms: int) -> None:
+        self.bucket_ms = bucket_ms
+        self.bucket_ids: list[int] = []
+        self.buckets: dict[int, list[Held]] = {}
+        self.indexes: dict[str, SortedList] = {}
+        self.size = 0
+
+    def insert(self, held: Held) -> None:
+        bid = held.ts // self.bucket_ms
+        bucket = self.buckets.get(bid)
+        if bucket is None:
+            bucket = self.buckets[bid] = []
+            if not self.bucket_ids or bid > self.bucket_ids[-1]:
+                self.bucket_ids.append(bid)
+            else:
+                insort(self.bucket_ids, bid)
+        if not bucket or bucket[-1].ts <= held.ts:
+            bucket.append(held)
+        else:
+            bucket.insert(bisect_right(bucket, held.ts, key=_ts), held)
+        for column, index in self.indexes.items():
+            index.add((held.value(column), held.seq, held))
+        self.size += 1
+
+    def between(self, lo: int, hi: int) -> Iterator[Held]:
+        """Held events with lo <= ts <= hi, in timestamp order."""
+        ids = self.bucket_ids
+        first_full = -(-lo // self.bucket_ms)  # buckets from here on start at or after lo
+        i = bisect_left(ids, lo // self.bucket_ms)
+        last = hi // self.bucket_ms
+        while i < len(ids) and ids[i] <= last:
+            bid = ids[i]
+            bucket = self.buckets[bid]
+            if bid >= first_full and bid < last:
+                yield from bucket
+            else:
+                start = bisect_left(bucket, lo, key=_ts)
+                stop = bisect_right(bucket, hi, key=_ts)
+                yield from bucket[start:stop]
+            i += 1
+
+    def index(self, column: str) -> SortedList:
+        """The JES over `column`, built from the WES the first time a join needs it."""
+        index = self.indexes.get(column)
+        if index is None:
+            index = self.indexes[column] = SortedList(
+                (h.value(column), h.seq, h) for h in self.all())
+        return index
+
+    def all(self) -> Iterator[Held]:
+        for bid in self.bucket_ids:
+            yield from self.buckets[bid]
+
+    def purge(self, floor: int) -> None:
+        """Drop every bucket that ends before `floor` (no held event can be in it)."""
+        ids = self.bucket_ids
+        n = 0
+        while n < len(ids) and (ids[n] + 1) * self.bucket_ms <= floor:
+            bucket = self.buckets.pop(ids[n])
+            self.size -= len(bucket)
+            for column, index in self.indexes.items():
+                for held in bucket:
+                    index.remove((held.value(column), held.seq, held))
+            n += 1
+        if n:
+            del ids[:n]
+
+
+def _ts(held: Held) -> int:
+    return held.ts
+
+
+class KeyState:
+    """Everything held for one key: its `maxts`, its retention floor and its streams."""
+
+    __slots__ = ("maxts", "floor", "streams", "purged_to")
+
+    def __init__(self) -> None:
+        self.maxts: int | None = None
+        self.floor: int | None = None
+        self.streams: dict[str, StreamStore] = {}
+        self.purged_to: int | None = None
+
+    def store(self, stream: str, bucket_ms: int) -> StreamStore:
+        store = self.streams.get(stream)
+        if store is None:
+            store = self.streams[stream] = StreamStore(bucket_ms)
+        return store
+
+    def purge(self) -> None:
+        """Drop whole buckets below the floor, at most once per bucket width crossed."""
+        for store in self.streams.values():
+            store.purge(self.floor)
+        self.purged_to = self.floor
+
+    def held(self) -> int:
+        return sum(s.size for s in self.streams.values())
