@@ -1,0 +1,186 @@
+"""The public entry point: query text + catalog -> checked, normalized `Query`.
+
+Order of work: length limit (before any parsing, so oversized input costs nothing),
+parse (`parser.py`), resolve FROM against the catalog, check SELECT, normalize every
+comparison (`normalize.py`), drop duplicates, then the rules that need the whole query
+(MAXWINDOW required for several streams, the predicate limit). Every failure is a
+`QueryError` carrying the query id, clause, line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .errors import QueryError, position, quote
+from .model import TIMESTAMP, Catalog, ColumnRef, ColumnType, Predicate, Query
+from .normalize import Normalizer
+from .parser import ColumnName, Span, SyntaxQuery, parse
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Configurable bounds that reject oversized queries with a clear error (DESIGN section 2)."""
+
+    max_streams: int = 16
+    max_predicates: int = 256
+    max_length: int = 20000
+
+
+def compile_query(query_id: str, text: str, catalog: Catalog, limits: Limits = Limits()) -> Query:
+    """Compile one query, or raise `QueryError`.
+
+    `catalog` maps stream name -> column name -> `ColumnType`; `ts` is implicit.
+    Predicates come out in the order written, duplicates (equal after normalization)
+    removed.
+    """
+    if len(text) > limits.max_length:
+        line, column = position(text, limits.max_length)
+        raise QueryError(
+            query_id, None, line, column, f"a query of at most {limits.max_length} characters",
+            f"{len(text)} characters", "the limit is configurable",
+        )
+    syntax = parse(text, query_id)
+    return _Compiler(query_id, syntax, catalog, limits).compile()
+
+
+class _Compiler:
+    def __init__(self, query_id: str, syntax: SyntaxQuery, catalog: Catalog, limits: Limits) -> None:
+        self.query_id = query_id
+        self.syntax = syntax
+        self.catalog = catalog
+        self.limits = limits
+        self.streams: tuple[str, ...] = ()
+
+    def error(self, clause: str | None, span: Span, expected: str, found: str, hint: str = "") -> QueryError:
+        return QueryError(self.query_id, clause, span.line, span.column, expected, found, hint)
+
+    def compile(self) -> Query:
+        syntax = self.syntax
+        self.streams = self.resolve_from()
+        select = self.select()
+        predicates = self.predicates()
+        if len(self.streams) > 1 and syntax.max_window is None:
+            raise self.error(
+                "MAXWINDOW", syntax.end,
+                "a MAXWINDOW clause such as 'MaxWindow 4sec'",
+                "end of query", f"it is required because FROM lists {len(self.streams)} streams",
+            )
+        return Query(
+            id=self.query_id,
+            text=syntax.text,
+            streams=self.streams,
+            select=select,
+            predicates=predicates,
+            max_window=syntax.max_window.millis if syntax.max_window is not None else None,
+        )
+
+    # ------------------------------------------------------------------ FROM
+
+    def resolve_from(self) -> tuple[str, ...]:
+        """FROM items -> stream names, expanding thesis-style concatenations (`BH`)."""
+        streams: list[str] = []
+        first_seen: set[str] = set()
+        for item in self.syntax.streams:
+            for name in self.expand(item.name, item.span):
+                if name in first_seen:
+                    hint = "it is listed twice" if item.name == name else f"{quote(item.name)} includes {name}"
+                    raise self.error("FROM", item.span, "distinct streams in FROM", quote(item.name), hint)
+                first_seen.add(name)
+                streams.append(name)
+                if len(streams) > self.limits.max_streams:
+                    raise self.error(
+                        "FROM", item.span, f"at most {self.limits.max_streams} streams",
+                        f"stream number {len(streams)}, {quote(name)}", "the limit is configurable",
+                    )
+        return tuple(streams)
+
+    def expand(self, name: str, span: Span) -> tuple[str, ...]:
+        """An exact stream name, or the unique split of `name` into known stream names.
+
+        The thesis prints `From BH` for streams B and H (Figures 5.13-5.15). An exact
+        name always wins; an ambiguous split is an error rather than a guess.
+        """
+        if name in self.catalog:
+            return (name,)
+        splits = _splits(name, tuple(self.catalog))
+        if len(splits) == 1 and len(splits[0]) > 1:
+            return splits[0]
+        if splits:
+            options = " or ".join("+".join(s) for s in splits)
+            raise self.error("FROM", span, "an unambiguous stream name", quote(name), f"it could be {options}")
+        raise self.error("FROM", span, f"a known stream ({_listing(self.catalog)})", quote(name))
+
+    # ------------------------------------------------------------------ SELECT
+
+    def select(self) -> tuple[ColumnRef, ...] | None:
+        if self.syntax.select is None:
+            return None
+        refs: dict[ColumnRef, None] = {}
+        for col in self.syntax.select:
+            self.type_of(col, "SELECT")
+            refs[col.ref] = None
+        return tuple(refs)
+
+    # ------------------------------------------------------------------ predicates
+
+    def predicates(self) -> tuple[Predicate, ...]:
+        normalizer = Normalizer(self.query_id, self.syntax.text, self.type_of)
+        comparisons = sorted(self.syntax.window + self.syntax.where, key=lambda c: c.span.start)
+        out: dict[Predicate, None] = {}
+        for cmp in comparisons:
+            pred = normalizer.predicate(cmp)
+            if pred in out:
+                continue
+            out[pred] = None
+            if len(out) > self.limits.max_predicates:
+                raise self.error(
+                    cmp.clause, cmp.span, f"at most {self.limits.max_predicates} distinct predicates",
+                    f"predicate number {len(out)}, {quote(cmp.text)}", "the limit is configurable",
+                )
+        return tuple(out)
+
+    def type_of(self, col: ColumnName, clause: str) -> ColumnType:
+        """The type of `S.col`, checking the stream is known and in FROM and the column exists."""
+        stream, column = col.ref.stream, col.ref.column
+        if stream not in self.catalog:
+            raise self.error(
+                clause, col.span, f"a stream listed in FROM ({', '.join(self.streams)})",
+                quote(str(col.ref)), f"there is no stream {stream}",
+            )
+        if stream not in self.streams:
+            raise self.error(
+                clause, col.span, f"a stream listed in FROM ({', '.join(self.streams)})",
+                quote(str(col.ref)), f"stream {stream} is not in FROM",
+            )
+        if column == TIMESTAMP:
+            return ColumnType.NUMBER
+        columns = self.catalog[stream]
+        if column not in columns:
+            names = [TIMESTAMP, *(c for c in columns if c != TIMESTAMP)]
+            raise self.error(
+                clause, col.span, f"a column of stream {stream} ({_listing(names)})",
+                quote(str(col.ref)), f"stream {stream} has no column {column}",
+            )
+        return ColumnType(columns[column])
+
+
+def _splits(name: str, streams: tuple[str, ...], cap: int = 2) -> list[tuple[str, ...]]:
+    """Up to `cap` ways to write `name` as a concatenation of stream names (dynamic programming)."""
+    ways: list[list[tuple[str, ...]]] = [[] for _ in range(len(name) + 1)]
+    ways[len(name)] = [()]
+    for i in range(len(name) - 1, -1, -1):
+        found: list[tuple[str, ...]] = []
+        for s in streams:
+            if s and name.startswith(s, i):
+                found.extend((s, *rest) for rest in ways[i + len(s)])
+                if len(found) >= cap:
+                    break
+        ways[i] = found[:cap]
+    return ways[0]
+
+
+def _listing(names: Iterable[str], limit: int = 12) -> str:
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
