@@ -1,0 +1,215 @@
+"""`juggler eval`: run an engine over files, with no Kafka (DESIGN section 5).
+
+queries.jsonl is registered before the first event; events.jsonl holds events and
+control commands in arrival order, and an event's position is its 0-based line number.
+Results go to results.jsonl, late events to an optional dead-letter file. Bad input
+stops the run with a `BadInput` naming the file and line, and nothing is written: the
+outputs are written to temporary files beside their targets and renamed into place only
+when the whole run succeeded.
+
+Decisions where DESIGN is silent:
+
+- The events file is read twice: first to check every line and infer the stream
+  schemas (queries are compiled against them), then to run. So a bad event line fails
+  the run before anything is evaluated.
+- A dead-letter line is `{"line": n, "position": n - 1, "reason": ..., "event": {...}}`
+  with `line` 1-based like the error messages and `position` as in results' `sources`.
+- "N events" in the summary counts every event line, late ones included.
+- Queries, including those registered by a control line, are compiled against the
+  schemas of the whole events file (or `--schemas`), not only of the lines before them.
+- An output path whose directory does not exist, or that cannot be written, is bad
+  input too (status 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+from juggler.codec.jsonl import (DeregisterCommand, EventRecord, InputError,
+                                 RegisterCommand, Schemas, load_avro_schemas,
+                                 parse_event_line, parse_query_line, read_lines)
+from juggler.engine.events import (EngineConfig, Event, LateEvent, QueryEngine,
+                                   RegistrationError, Result)
+
+ENGINES = ("juggler", "naive")
+
+
+class BadInput(Exception):
+    """Input the run cannot go on with (exit status 2); str() names the file and line."""
+
+    def __init__(self, path: Path | str, line: int | None, message: str) -> None:
+        self.path, self.line, self.message = str(path), line, message
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {message}")
+
+
+class EngineUnavailable(Exception):
+    """The chosen engine cannot be imported (the Juggler operator is optional here)."""
+
+
+@dataclass
+class Summary:
+    events: int = 0
+    results: int = 0
+    late: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.events} events, {self.results} results, {self.late} late"
+
+
+def make_engine(name: str, config: EngineConfig) -> QueryEngine:
+    """The engine by name; the Juggler operator is imported only when asked for."""
+    if name == "naive":
+        from juggler.engine.naive import NaiveEngine
+        return NaiveEngine(config)
+    if name == "juggler":
+        try:
+            from juggler.engine.operator import JugglerEngine
+        except ImportError as exc:
+            raise EngineUnavailable(f"the juggler engine is not available ({exc}); "
+                                    f"try --engine naive") from exc
+        return JugglerEngine(config)
+    raise ValueError(f"unknown engine {name!r} (choose from {', '.join(ENGINES)})")
+
+
+def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = EngineConfig(),
+             engine: str = "juggler", schemas_dir: Path | None = None,
+             dead_letters: Path | None = None) -> Summary:
+    """Run `juggler eval`; raises BadInput (with nothing written) on bad input."""
+    from juggler.language import QueryError, compile_query
+
+    query_lines = list(_read(queries, parse_query_line))
+    schemas = _schemas(events, schemas_dir)
+    catalog = schemas.catalog
+    runner = make_engine(engine, config)
+    summary = Summary()
+
+    def register(path: Path, line: int, query_id: str, text: str, history: bool) -> list[Result]:
+        try:
+            return runner.register(compile_query(query_id, text, catalog), history=history)
+        except (QueryError, RegistrationError) as exc:
+            raise BadInput(path, line, str(exc)) from None
+
+    for line, query in query_lines:
+        register(queries, line, query.id, query.text, False)
+
+    with _atomic_outputs(out, dead_letters) as (results_file, dead_file):
+        def emit(results: list[Result]) -> None:
+            for result in results:
+                results_file.write(_jsonl(result.to_json()))
+            summary.results += len(results)
+
+        for line, record in _read(events, parse_event_line):
+            if isinstance(record, EventRecord):
+                summary.events += 1
+                data = _conform(schemas, events, line, record)
+                event = Event(record.stream, record.key, record.ts, data, position=line - 1)
+                try:
+                    emit(runner.process(event))
+                except LateEvent as late:
+                    summary.late += 1
+                    if dead_file is not None:
+                        dead_file.write(_jsonl({"line": line, "position": line - 1,
+                                                "reason": late.reason, "event": record.raw}))
+            elif isinstance(record, RegisterCommand):
+                emit(register(events, line, record.id, record.text, record.history))
+            elif isinstance(record, DeregisterCommand):
+                try:
+                    runner.deregister(record.id)
+                except RegistrationError as exc:
+                    raise BadInput(events, line, str(exc)) from None
+    return summary
+
+
+def _read(path: Path, parse: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:
+    """Parse every line of a JSON-lines file, turning InputError into BadInput."""
+    lines = read_lines(path)
+    while True:
+        try:
+            line, value = next(lines)
+        except StopIteration:
+            return
+        except InputError as exc:
+            raise BadInput(path, exc.line, str(exc)) from None
+        except OSError as exc:
+            raise BadInput(path, None, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            record = parse(value)
+        except InputError as exc:
+            raise BadInput(path, line, str(exc)) from None
+        yield line, record
+
+
+def _schemas(events: Path, schemas_dir: Path | None) -> Schemas:
+    """The stream schemas: loaded from `--schemas`, or inferred; every event line is
+    checked against them here, before anything runs."""
+    try:
+        schemas = Schemas(load_avro_schemas(schemas_dir) if schemas_dir else None)
+    except InputError as exc:
+        raise BadInput(schemas_dir, None, str(exc)) from None
+    except OSError as exc:
+        raise BadInput(schemas_dir, None, f"cannot read: {exc.strerror or exc}") from None
+    for line, record in _read(events, parse_event_line):
+        if isinstance(record, EventRecord):
+            _conform(schemas, events, line, record)
+    return schemas
+
+
+def _conform(schemas: Schemas, path: Path, line: int, record: EventRecord) -> dict[str, Any]:
+    try:
+        return schemas.conform(record, f"line {line}")
+    except InputError as exc:
+        raise BadInput(path, line, str(exc)) from None
+
+
+def _jsonl(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@contextmanager
+def _atomic_outputs(*targets: Path | None) -> Iterator[tuple[IO[str] | None, ...]]:
+    """Temporary files beside each target, renamed over the targets (os.replace) only
+    if the block finishes; on any error they are removed and the targets untouched."""
+    temps: list[tuple[IO[str], Path] | None] = []
+    with ExitStack() as stack:
+        try:
+            for target in targets:
+                if target is None:
+                    temps.append(None)
+                    continue
+                target = Path(target)
+                try:
+                    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                                dir=target.parent)
+                except OSError as exc:
+                    raise BadInput(target, None,
+                                   f"cannot write: {exc.strerror or exc}") from None
+                os.chmod(fd, 0o666 & ~_umask())
+                handle = stack.enter_context(open(fd, "w", encoding="utf-8", newline="\n"))
+                temps.append((handle, Path(name)))
+            yield tuple(t[0] if t else None for t in temps)
+            for temp in temps:
+                if temp:
+                    temp[0].close()
+            for temp, target in zip(temps, targets):
+                if temp:
+                    os.replace(temp[1], target)
+        except BaseException:
+            for temp in temps:
+                if temp:
+                    temp[0].close()
+                    Path(temp[1]).unlink(missing_ok=True)
+            raise
+
+
+def _umask() -> int:
+    """The process umask, so outputs get the permissions a plain open() would give."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
