@@ -12,6 +12,7 @@ still has queries when all of a query's streams are bound is a result of those.
 from __future__ import annotations
 
 import math
+from itertools import islice
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -30,6 +31,7 @@ from juggler.engine.shared_predicates import SharedPredicates
 from juggler.engine.state import Held, KeyState, StreamStore
 from juggler.language.model import PredicateKind, Query
 
+_SAMPLED_CANDIDATES = 4  # candidates per sampled partner stream whose filters are measured
 _SLACK = 2.0**-40  # relative widening of float JES bounds; the exact filter decides
 
 
@@ -166,12 +168,14 @@ class JugglerEngine:
             return
         manager = self.manager
         mask = candidates & root.mask
+        sampled = manager.sampling(held.seq)
+        if sampled:
+            fail = self._attr_fail(held)
+            manager.observe("A", 1, 1 if mask & ~fail else 0)
         pending = manager.order[0] != "A"
         if not pending:
             manager.comparisons["A"] += 1
-            after = mask & ~self._attr_fail(held)
-            manager.observe("A", 1, 1 if after else 0)
-            mask = after
+            mask &= ~self._attr_fail(held)
             if not mask:
                 return
         ends = mask & root.ends
@@ -181,10 +185,11 @@ class JugglerEngine:
             if ends:
                 self._emit(ends, root.path, [held], out)
         if root.children:
-            self._expand(ks, root, [held], mask, pending, out, before_seq, held.ts, held.ts)
+            self._expand(ks, root, [held], mask, pending, out, before_seq, held.ts, held.ts, sampled)
 
     def _expand(self, ks: KeyState, node: PlanNode, partial: list[Held], mask: int,
-                pending: bool, out: list, before_seq: int | None, mints: int, maxts: int) -> None:
+                pending: bool, out: list, before_seq: int | None, mints: int, maxts: int,
+                sampled: bool = False) -> None:
         manager = self.manager
         order = manager.order
         comparisons = manager.comparisons
@@ -198,25 +203,22 @@ class JugglerEngine:
             if store is None or not store.size:
                 continue
             widest = shared.widest(group)
-            lo = max(maxts - widest, ks.floor)
-            hi = mints + widest
-            if lo > hi:
-                continue
-            found = None
-            if join_first:
-                found = self._join_retrieve(child, partial, group, store, lo, hi)
-            if found is None:
-                found = self._window_retrieve(child, partial, group, store, lo, hi)
-            retriever = "J" if join_first and found is not None else "W"
-            candidates = list(found) if found is not None else []
-            comparisons[retriever] += 1 + len(candidates)
-            manager.observe(retriever, store.size, len(candidates))
+            lo, hi = self._time_range(child, partial, group, max(maxts - widest, ks.floor), mints + widest)
+            join = self._join_ranges(child, partial, group) if join_first or sampled else None
+            if sampled:
+                self._measure(ks, child, partial, group, store, mints, maxts, lo, hi, join)
+            if join_first and join is not None:
+                in_range = list(_irange_all(store.index(join[0]), join[1]))
+                comparisons["J"] += 1 + len(in_range)
+                candidates = [h for h in in_range if lo <= h.ts <= hi]
+            else:
+                candidates = list(store.between(lo, hi)) if lo <= hi else []
+                comparisons["W"] += 1 + len(candidates)
             for partner in candidates:
                 if before_seq is not None and partner.seq >= before_seq:
                     continue
                 survivors = group
                 for phase in order:
-                    seen = survivors
                     if phase == "A":
                         comparisons["A"] += 1
                         survivors &= ~self._attr_fail(partner)
@@ -226,14 +228,7 @@ class JugglerEngine:
                     elif phase == "J":
                         survivors = self._filter(child.joins, partial, partner, survivors, "J")
                     else:
-                        pts = partner.ts
-                        span = (maxts if maxts > pts else pts) - (mints if mints < pts else pts)
-                        comparisons["W"] += 1
-                        survivors &= ~shared.too_narrow(span)
-                        if survivors and child.windows:
-                            survivors = self._filter(child.windows, partial, partner, survivors, "W")
-                    if phase != retriever:
-                        manager.observe(phase, 1, 1 if survivors else 0)
+                        survivors = self._window_filter(child, partner, survivors, mints, maxts, partial)
                     if not survivors:
                         break
                 if not survivors:
@@ -247,6 +242,67 @@ class JugglerEngine:
                     self._expand(ks, child, partial, survivors, False, out, before_seq,
                                  mints if mints < pts else pts, maxts if maxts > pts else pts)
                 partial.pop()
+
+    def _measure(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
+                 store: StreamStore, mints: int, maxts: int, lo: int, hi: int,
+                 join: tuple[str, list[tuple[Any, Any]]] | None) -> None:
+        """Selectivity of each predicate type for one partner stream, whatever the
+        current order: the share of its held events inside the JES value range and
+        the WES time range (read from index positions and bucket sizes), and the
+        share of a few candidates that pass each filter; each for all candidate
+        queries and for those the tuple's attributes leave."""
+        manager = self.manager
+        pruned = group & ~self._attr_fail(partial[0])
+        probes = {"J": _users(child.joins, group), "W": 1 + _users(child.windows, group),
+                  "J|A": _users(child.joins, pruned), "W|A": 1 + _users(child.windows, pruned)}
+        manager.observe_expansion(store.size, probes)
+        manager.observe("Jok", 1, 1 if join is not None else 0)
+        self._observe_ranges(store, lo, hi, join, "")
+        if pruned == group:
+            self._observe_ranges(store, lo, hi, join, "|A", count=False)
+        elif pruned:
+            widest = self.shared.widest(pruned)
+            plo, phi = self._time_range(child, partial, pruned, max(maxts - widest, ks.floor), mints + widest)
+            self._observe_ranges(store, plo, phi, self._join_ranges(child, partial, pruned), "|A")
+        else:
+            manager.observe("W|A", store.size, 0)
+            manager.observe("J|A", store.size, 0)
+        if lo > hi:
+            return
+        for partner in islice(store.between(lo, hi), _SAMPLED_CANDIDATES):
+            if pruned:
+                manager.observe("Ac", 1, 1 if pruned & ~self._attr_fail(partner) else 0)
+            for queries, given in ((group, ""), (pruned, "|A")):
+                if not queries or (given and queries == group):
+                    continue
+                joined = 1 if self._filter(child.joins, partial, partner, queries, "J") else 0
+                timed = 1 if self._window_filter(child, partner, queries, mints, maxts, partial) else 0
+                for name in ((given,) if given else ("", "|A") if pruned == group else ("",)):
+                    manager.observe("Jc" + name, 1, joined)
+                    manager.observe("Wc" + name, 1, timed)
+
+    def _observe_ranges(self, store: StreamStore, lo: int, hi: int,
+                        join: tuple[str, list[tuple[Any, Any]]] | None, given: str,
+                        count: bool = True) -> None:
+        manager = self.manager
+        manager.comparisons["W"] += count
+        manager.observe("W" + given, store.size, store.count_between(lo, hi) if lo <= hi else 0)
+        if join is None:
+            return
+        index = store.index(join[0])
+        inside = sum(index.bisect_right((high, math.inf)) - index.bisect_left((low,)) for low, high in join[1])
+        manager.comparisons["J"] += count
+        manager.observe("J" + given, store.size, inside)
+
+    def _window_filter(self, child: PlanNode, partner: Held, survivors: int, mints: int,
+                       maxts: int, partial: list[Held]) -> int:
+        pts = partner.ts
+        span = (maxts if maxts > pts else pts) - (mints if mints < pts else pts)
+        self.manager.comparisons["W"] += 1
+        survivors &= ~self.shared.too_narrow(span)
+        if survivors and child.windows:
+            survivors = self._filter(child.windows, partial, partner, survivors, "W")
+        return survivors
 
     def _filter(self, checks: tuple[Check, ...], partial: list[Held], partner: Held,
                 survivors: int, kind: str) -> int:
@@ -267,10 +323,11 @@ class JugglerEngine:
         self.manager.comparisons[kind] += probes
         return survivors
 
-    def _join_retrieve(self, child: PlanNode, partial: list[Held], group: int,
-                       store: StreamStore, lo: int, hi: int) -> Iterator[Held] | None:
-        """Partners from a JES: the value range that the loosest predicate of one join
-        list allows, for a list that every query of the group has a predicate in."""
+    @staticmethod
+    def _join_ranges(child: PlanNode, partial: list[Held],
+                     group: int) -> tuple[str, list[tuple[Any, Any]]] | None:
+        """The JES column and value ranges that the loosest predicate of one join list
+        allows, for a list that every query of the group has a predicate in."""
         for check in child.joins:
             plist = check.plist
             if group & ~plist.users:
@@ -280,16 +337,14 @@ class JugglerEngine:
                 continue
             other = partial[check.other].value(check.other_column)
             ranges = _partner_ranges(plist, check.partner_is_left, other, bound)
-            if ranges is None:
-                continue
-            index = store.index(check.partner_column)
-            return _in_time(_irange_all(index, ranges), lo, hi)
+            if ranges is not None:
+                return check.partner_column, ranges
         return None
 
-    def _window_retrieve(self, child: PlanNode, partial: list[Held], group: int,
-                         store: StreamStore, lo: int, hi: int) -> Iterator[Held]:
-        """Partners from the WES: the MAXWINDOW range, narrowed by every window list
-        that all queries of the group have a predicate in."""
+    @staticmethod
+    def _time_range(child: PlanNode, partial: list[Held], group: int, lo: int, hi: int) -> tuple[int, int]:
+        """The MAXWINDOW range narrowed by every window list that all queries of the
+        group have a predicate in (the WES probe of the window type)."""
         for check in child.windows:
             plist = check.plist
             if group & ~plist.users or plist.factor != 1:
@@ -297,8 +352,7 @@ class JugglerEngine:
             bound = plist.bound(group)
             if bound is None:
                 continue
-            other = partial[check.other].ts
-            ranges = _partner_ranges(plist, check.partner_is_left, other, bound)
+            ranges = _partner_ranges(plist, check.partner_is_left, partial[check.other].ts, bound)
             if ranges is None:
                 continue
             low = min(r[0] for r in ranges)
@@ -307,9 +361,7 @@ class JugglerEngine:
                 lo = max(lo, math.ceil(low))
             if high < math.inf:
                 hi = min(hi, math.floor(high))
-        if lo > hi:
-            return iter(())
-        return store.between(lo, hi)
+        return lo, hi
 
     def _emit(self, queries: int, path: tuple[str, ...], partial: list[Held], out: list) -> None:
         by_stream = dict(zip(path, partial))
@@ -327,6 +379,10 @@ class JugglerEngine:
                 row = {label: by_stream[s].value(c) for label, s, c in output.select}
             result = Result(query.id, key, ts, sources, row)
             out.append((output.order, tuple(sources.values()), result))
+
+
+def _users(checks: tuple[Check, ...], queries: int) -> int:
+    return sum(1 for c in checks if c.plist.users & queries)
 
 
 def _sorted(out: list[tuple]) -> list[Result]:
@@ -368,10 +424,4 @@ def _partner_ranges(plist, partner_is_left: bool, other: Any,
 def _irange_all(index, ranges: Iterable[tuple[Any, Any]]) -> Iterator[Held]:
     for low, high in ranges:
         for _, _, held in index.irange((low,), (high, math.inf)):
-            yield held
-
-
-def _in_time(found: Iterator[Held], lo: int, hi: int) -> Iterator[Held]:
-    for held in found:
-        if lo <= held.ts <= hi:
             yield held

@@ -1,9 +1,20 @@
 """The predicate type manager: measured selectivity decides the evaluation order.
 
-Thesis 3.4.2: the three predicate types (Attribute, Join, Window) are evaluated most
+Thesis 3.4.2 evaluates the three predicate types (Attribute, Join, Window) most
 selective first, so candidate combinations die as early as possible. Selectivity is
-the share of what a phase receives that survives it, counted over a sliding period
-(counts are halved at every re-measure) so the order follows drift in the data.
+measured the same way whatever the current order, on a sample of events, so that a
+type evaluated last is still measured:
+
+- A: the share of sampled tuples that satisfy the attribute predicates of at least
+  one candidate query;
+- J and W: the share of a partner stream's held events inside the JES value range /
+  the WES time range that the candidate queries allow (read from index positions and
+  bucket sizes, not by visiting events).
+
+Selectivities alone cannot tell that an attribute filter costs one cached bitmask AND
+while a join filter probes several predicate lists, so the order is the one the
+thesis's cost model (chapter 5.1) rates cheapest for the measured selectivities and
+probe counts. Counts are halved at every re-measure so the order follows drift.
 """
 
 from __future__ import annotations
@@ -12,6 +23,10 @@ from dataclasses import dataclass, field
 from itertools import permutations
 
 TYPES = ("A", "J", "W")
+# Range shares ("J", "W"), filter pass rates of sampled candidates ("Ac", "Jc", "Wc"),
+# the same once the tuple's attributes pruned the queries ("...|A"), and how often a
+# JES can serve retrieval at all ("Jok"; otherwise join-first falls back to the WES).
+MEASURES = ("A", "J", "W", "J|A", "W|A", "Ac", "Jc", "Wc", "Jc|A", "Wc|A", "Jok")
 STATIC_ORDERS = tuple("".join(p) for p in permutations(TYPES))
 
 
@@ -23,44 +38,116 @@ def check_order(order: str) -> str:
     return normalized
 
 
+def _zeros() -> dict[str, float]:
+    return dict.fromkeys(MEASURES, 0.0)
+
+
 @dataclass
 class PredicateTypeManager:
-    """Counts comparisons and selectivity per predicate type and keeps the order."""
+    """Counts comparisons, measures selectivity per predicate type, keeps the order."""
 
     setting: str = "adaptive"
     period: int = 128
+    sample_every: int = 16
+    min_samples: int = 8  # new sampled tuples a re-measure waits for
+    hysteresis: float = 0.9  # a new order must look this much cheaper to replace the current one
     order: str = "AJW"
     reorders: int = 0
     comparisons: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TYPES, 0))
-    seen: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TYPES, 0.0))
-    passed: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TYPES, 0.0))
-    selectivity: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TYPES, 1.0))
+    selectivity: dict[str, float] = field(default_factory=lambda: dict.fromkeys(MEASURES, 1.0))
+    probes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(MEASURES, 1.0))
+    partners: float = 0.0
+    _seen: dict[str, float] = field(default_factory=_zeros)
+    _passed: dict[str, float] = field(default_factory=_zeros)
+    _probe_sum: dict[str, float] = field(default_factory=_zeros)
+    _partner_sum: float = 0.0
+    _expansions: float = 0.0
     _events: int = 0
+    _fresh: int = 0  # sampled tuples since the last re-measure
 
     def __post_init__(self) -> None:
         self.setting = check_order(self.setting)
         if self.setting != "adaptive":
             self.order = self.setting
 
+    def sampling(self, seq: int) -> bool:
+        """Whether this event measures selectivity (one in `sample_every`, and only
+        when adapting: a static order has nothing to learn)."""
+        return self.setting == "adaptive" and seq % self.sample_every == 0
+
     def observe(self, kind: str, seen: int, passed: int) -> None:
-        self.seen[kind] += seen
-        self.passed[kind] += passed
+        if kind == "A":
+            self._fresh += 1
+        self._seen[kind] += seen
+        self._passed[kind] += passed
+
+    def observe_expansion(self, partners: int, probes: dict[str, int]) -> None:
+        """One sampled partner stream: its size and what filtering a partner costs,
+        for all candidate queries and for those left after the attribute filter."""
+        self._expansions += 1
+        self._partner_sum += partners
+        for kind, count in probes.items():
+            self._probe_sum[kind] += count
 
     def tick(self) -> None:
         """Called once per event; re-measures and possibly reorders every `period`."""
         self._events += 1
-        if self._events % self.period:
+        if self._events % self.period or self.setting != "adaptive" or self._fresh < self.min_samples:
             return
-        for kind in TYPES:
-            if self.seen[kind] >= 1:
-                self.selectivity[kind] = self.passed[kind] / self.seen[kind]
-            self.seen[kind] /= 2
-            self.passed[kind] /= 2
-        if self.setting == "adaptive":
-            order = "".join(sorted(TYPES, key=lambda k: (self.selectivity[k], TYPES.index(k))))
-            if order != self.order:
-                self.order = order
-                self.reorders += 1
+        self._fresh = 0
+        for kind in MEASURES:
+            if self._seen[kind] >= 1:
+                self.selectivity[kind] = self._passed[kind] / self._seen[kind]
+            self._seen[kind] /= 2
+            self._passed[kind] /= 2
+        if self._expansions >= 1:
+            self.partners = self._partner_sum / self._expansions
+            for kind in ("J", "W", "J|A", "W|A"):
+                self.probes[kind] = self._probe_sum[kind] / self._expansions
+                self._probe_sum[kind] /= 2
+            self._partner_sum /= 2
+            self._expansions /= 2
+        order = min(STATIC_ORDERS, key=lambda o: (self.cost(o), o != self.order))
+        if order != self.order and self.cost(order) < self.hysteresis * self.cost(self.order):
+            self.order = order
+            self.reorders += 1
+
+    def cost(self, order: str) -> float:
+        """Expected comparisons for one tuple and one partner stream under `order`.
+
+        The first of J/W retrieves `partners * range share` candidates (one probe plus
+        one per candidate); each candidate then runs the phases in order, paying a
+        phase's probes only if the earlier phases let it through. Attribute first also
+        filters the tuple itself before retrieval, which narrows the queries and so the
+        ranges and the lists probed.
+        """
+        m = self.selectivity
+        pruned = order[0] == "A"
+        given = "|A" if pruned else ""
+        join_first = order.index("J") < order.index("W")
+        usable = m["Jok"] if join_first else 0.0
+        share = {"J": m["J" + given], "W": m["W" + given]}
+        # pass rate of each filter among the retrieved candidates
+        by_window = {"A": m["Ac"], "J": m["Jc" + given], "W": m["Wc" + given]}
+        by_join = {"A": m["Ac"], "J": min(1.0, m["Jc" + given] / max(share["J"], 1e-9)),
+                   "W": m["Wc" + given] * share["W"]}
+        probes = {"J": self.probes["J" + given], "W": self.probes["W" + given]}
+        total = 1.0 if pruned else 0.0
+        reach = m["A"] if pruned else 1.0
+        for weight, retrieved, passing in ((usable, share["J"], by_join), (1.0 - usable, share["W"], by_window)):
+            if weight <= 0:
+                continue
+            candidates = self.partners * retrieved
+            per_candidate, through = 0.0, 1.0
+            for phase in order:
+                if phase == "A":
+                    per_candidate += through * (1.0 if pruned else 2.0)
+                    through *= passing["A"] * (1.0 if pruned else m["A"])
+                else:
+                    per_candidate += through * probes[phase]
+                    through *= passing[phase]
+            total += weight * reach * (1.0 + candidates * (1.0 + per_candidate))
+        return total
 
     @property
     def total_comparisons(self) -> int:

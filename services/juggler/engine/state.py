@@ -89,6 +89,21 @@ class StreamStore:
                 yield from bucket[start:stop]
             i += 1
 
+    def count_between(self, lo: int, hi: int) -> int:
+        """How many held events have lo <= ts <= hi, reading bucket sizes, not events."""
+        ids = self.bucket_ids
+        i = bisect_left(ids, lo // self.bucket_ms)
+        last = hi // self.bucket_ms
+        count = 0
+        while i < len(ids) and ids[i] <= last:
+            bucket = self.buckets[ids[i]]
+            if bucket[0].ts >= lo and bucket[-1].ts <= hi:
+                count += len(bucket)
+            else:
+                count += bisect_right(bucket, hi, key=_ts) - bisect_left(bucket, lo, key=_ts)
+            i += 1
+        return count
+
     def index(self, column: str) -> SortedList:
         """The JES over `column`, built from the WES the first time a join needs it."""
         index = self.indexes.get(column)
