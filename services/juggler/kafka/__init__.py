@@ -1,0 +1,1 @@
+"""A real single-node Apache Kafka broker (KRaft) for development and integration tests."""
