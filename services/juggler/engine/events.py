@@ -23,9 +23,12 @@ class Event:
     position: Position
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Result:
-    """One result of a query (DESIGN section 3): an event per FROM stream, same key."""
+    """One result of a query (DESIGN section 3): an event per FROM stream, same key.
+
+    Not frozen: a frozen dataclass pays `object.__setattr__` per field, and results
+    are built on the hot path."""
 
     query: str
     key: str

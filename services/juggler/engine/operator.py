@@ -12,6 +12,7 @@ still has queries when all of a query's streams are bound is a result of those.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from itertools import islice
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -26,10 +27,17 @@ from juggler.engine.events import (
 )
 from juggler.engine.ordering import PredicateTypeManager
 from juggler.engine.plan import Check, Plan, PlanNode
-from juggler.engine.predicate_lists import EQUALITY, LOWER, Bound, PairRangeList
+from juggler.engine.exact import EXACT_INT
+from juggler.engine.predicate_lists import (
+    EQUALITY,
+    LOWER,
+    AttributeEqualityList,
+    AttributeRangeList,
+    Bound,
+)
 from juggler.engine.shared_predicates import SharedPredicates
 from juggler.engine.state import Held, KeyState, StreamStore
-from juggler.language.model import PredicateKind, Query
+from juggler.language.model import TIMESTAMP, PredicateKind, Query
 
 _SAMPLED_CANDIDATES = 4  # candidates per sampled partner stream whose filters are measured
 _SLACK = 2.0**-40  # relative widening of float JES bounds; the exact filter decides
@@ -61,6 +69,8 @@ class JugglerEngine:
         self._registrations = 0
         self._seq = 0
         self._attr_version: dict[str, int] = {}
+        self._attr_programs: dict[str, tuple] = {}
+        self._labels: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     # registration -------------------------------------------------------------------
 
@@ -82,8 +92,7 @@ class JugglerEngine:
         self.shared.add(query, bit)
         self.plan.add(query, bit)
         self.horizon = max(self.horizon, query.window)
-        for stream in query.streams:  # cached attribute masks may hold a reused bit
-            self._attr_version[stream] = self._attr_version.get(stream, 0) + 1
+        self._lists_changed(query)
         return self._history(query, bit) if history else []
 
     def deregister(self, query_id: str) -> None:
@@ -95,6 +104,13 @@ class JugglerEngine:
         self.plan.remove(query, 1 << index)
         del self._outputs[index]
         self._free_bits.append(index)
+        self._lists_changed(query)
+
+    def _lists_changed(self, query: Query) -> None:
+        """Invalidate what was derived from the lists of the query's streams: compiled
+        attribute programs and cached attribute masks (which may hold a reused bit)."""
+        for stream in query.streams:
+            self._attr_version[stream] = self._attr_version.get(stream, 0) + 1
 
     def _history(self, query: Query, bit: int) -> list[Result]:
         """PSoup's query-data duality: the new query over the events already held, each
@@ -145,21 +161,44 @@ class JugglerEngine:
     # evaluation ---------------------------------------------------------------------
 
     def _attr_fail(self, held: Held) -> int:
-        """Queries failing this event's attribute and in-event predicates (cached)."""
+        """Queries failing this event's attribute and in-event predicates (cached).
+
+        The stream's lists are compiled into plain tuples once per registration change,
+        so a probe is a dict read, a bisect and an index, with no call per list."""
         stream = held.event.stream
         version = self._attr_version.get(stream, 0)
-        if held.attr_version != version:
-            fail = 0
-            lists = self.shared.attribute.get(stream, ())
-            for plist in lists:
-                if plist.kind is PredicateKind.ATTRIBUTE:
-                    fail |= plist.failing(held.value(plist.column.column))
-                else:
-                    fail |= plist.failing(held.value(plist.left.column), held.value(plist.right.column))
-            self.manager.comparisons["A"] += len(lists)
-            held.attr_fail = fail
-            held.attr_version = version
-        return held.attr_fail
+        if held.attr_version == version:
+            return held.attr_fail
+        program = self._attr_programs.get(stream)
+        if program is None or program[0] != version:
+            program = self._attr_programs[stream] = (version, *_compile_attributes(
+                self.shared.attribute.get(stream, ())))
+        _, lower, upper, equal, other, probes = program
+        data = held.data
+        fail = 0
+        for column, thresholds, fail_at, plist in lower:
+            value = data[column]
+            if type(value) is int and not -EXACT_INT <= value <= EXACT_INT:
+                fail |= plist.failing(value)
+            else:
+                fail |= fail_at[bisect_right(thresholds, value)]
+        for column, thresholds, fail_at, plist in upper:
+            value = data[column]
+            if type(value) is int and not -EXACT_INT <= value <= EXACT_INT:
+                fail |= plist.failing(value)
+            else:
+                fail |= fail_at[bisect_left(thresholds, value)]
+        for column, table, default in equal:
+            fail |= table.get(data[column], default)
+        for plist in other:
+            if plist.kind is PredicateKind.ATTRIBUTE:
+                fail |= plist.failing(held.value(plist.column.column))
+            else:
+                fail |= plist.failing(held.value(plist.left.column), held.value(plist.right.column))
+        self.manager.comparisons["A"] += probes
+        held.attr_fail = fail
+        held.attr_version = version
+        return fail
 
     def _evaluate(self, ks: KeyState, held: Held, candidates: int, out: list,
                   before_seq: int | None) -> None:
@@ -168,7 +207,7 @@ class JugglerEngine:
             return
         manager = self.manager
         mask = candidates & root.mask
-        sampled = manager.sampling(held.seq)
+        sampled = manager.adaptive and not held.seq % manager.sample_every
         if sampled:
             fail = self._attr_fail(held)
             manager.observe("A", 1, 1 if mask & ~fail else 0)
@@ -365,7 +404,7 @@ class JugglerEngine:
 
     def _emit(self, queries: int, path: tuple[str, ...], partial: list[Held], out: list) -> None:
         by_stream = dict(zip(path, partial))
-        ts = max(h.ts for h in partial)
+        ts = max(h.ts for h in partial) if len(partial) > 1 else partial[0].ts
         key = partial[0].event.key
         while queries:
             low = queries & -queries
@@ -374,11 +413,36 @@ class JugglerEngine:
             query = output.query
             sources = {s: by_stream[s].event.position for s in query.streams}
             if output.select is None:
-                row = {f"{s}.{c}": v for s in query.streams for c, v in by_stream[s].data.items()}
+                row = {}
+                for s in query.streams:
+                    data = by_stream[s].data
+                    row.update(zip(self._star_labels(s, data), data.values()))
             else:
                 row = {label: by_stream[s].value(c) for label, s, c in output.select}
-            result = Result(query.id, key, ts, sources, row)
-            out.append((output.order, tuple(sources.values()), result))
+            out.append((output.order, tuple(sources.values()), Result(query.id, key, ts, sources, row)))
+
+    def _star_labels(self, stream: str, data: dict[str, Any]) -> tuple[str, ...]:
+        """`S.col` for each column of `data`, cached per stream while its columns stay."""
+        columns = tuple(data)
+        cached = self._labels.get(stream)
+        if cached is None or cached[0] != columns:
+            cached = self._labels[stream] = (columns, tuple(f"{stream}.{c}" for c in columns))
+        return cached[1]
+
+
+def _compile_attributes(lists) -> tuple[tuple, tuple, tuple, tuple, int]:
+    """Split a stream's per-event lists by how `_attr_fail` probes them; lists on `ts`
+    and in-event (SELF) lists keep the generic call."""
+    lower, upper, equal, other = [], [], [], []
+    for plist in lists:
+        if isinstance(plist, AttributeRangeList) and plist.column.column != TIMESTAMP:
+            target = lower if plist.direction == LOWER else upper
+            target.append((plist.column.column, plist.thresholds, plist.fail_at, plist))
+        elif isinstance(plist, AttributeEqualityList) and plist.column.column != TIMESTAMP:
+            equal.append((plist.column.column, plist.table, plist.default))
+        else:
+            other.append(plist)
+    return tuple(lower), tuple(upper), tuple(equal), tuple(other), len(lists)
 
 
 def _users(checks: tuple[Check, ...], queries: int) -> int:

@@ -67,13 +67,11 @@ class PredicateTypeManager:
 
     def __post_init__(self) -> None:
         self.setting = check_order(self.setting)
-        if self.setting != "adaptive":
+        # Only an adaptive order measures (one event in `sample_every`): a static
+        # order has nothing to learn.
+        self.adaptive = self.setting == "adaptive"
+        if not self.adaptive:
             self.order = self.setting
-
-    def sampling(self, seq: int) -> bool:
-        """Whether this event measures selectivity (one in `sample_every`, and only
-        when adapting: a static order has nothing to learn)."""
-        return self.setting == "adaptive" and seq % self.sample_every == 0
 
     def observe(self, kind: str, seen: int, passed: int) -> None:
         if kind == "A":
