@@ -1,0 +1,94 @@
+"""The shared operator on cases a user would hit, each checked against exact answers."""
+
+from __future__ import annotations
+
+from juggler.engine.events import EngineConfig, Event
+from juggler.engine.operator import JugglerEngine
+from juggler.language import ColumnType, compile_query
+
+N, S = ColumnType.NUMBER, ColumnType.STRING
+CATALOG = {"B": {"x": N, "s": S}, "H": {"y": N, "s": S}, "T": {"z": N}}
+
+
+def _engine(*queries: tuple[str, str], **config) -> JugglerEngine:
+    engine = JugglerEngine(EngineConfig(**config))
+    for qid, text in queries:
+        engine.register(compile_query(qid, text, CATALOG))
+    return engine
+
+
+def _feed(engine: JugglerEngine, *events: tuple[str, int, dict], key: str = "k") -> list[tuple]:
+    out = []
+    for position, (stream, ts, data) in enumerate(events):
+        for r in engine.process(Event(stream, key, ts, data, position)):
+            out.append((r.query, r.ts, r.sources))
+    return out
+
+
+def test_exact_arithmetic_decides_boundaries() -> None:
+    """0.1 * 3 is 0.30000000000000004 in floats; the predicate is about exact values."""
+    engine = _engine(("third", "SELECT * FROM B WHERE B.x * 3 = 0.3"),
+                     ("above", "SELECT * FROM B WHERE B.x * 3 > 0.3"))
+    results = _feed(engine, ("B", 0, {"x": 0.1, "s": "a"}))
+    # 0.1 (the double) is slightly above 1/10, and 0.3 (the double) slightly below 3/10
+    assert results == [("above", 0, {"B": 0})]
+
+
+def test_integers_beyond_double_precision_compare_exactly() -> None:
+    engine = _engine(("big", "SELECT * FROM B WHERE B.x >= 9007199254740993"))
+    results = _feed(engine, ("B", 0, {"x": 2**53, "s": "a"}), ("B", 1, {"x": 2**53 + 1, "s": "a"}))
+    assert results == [("big", 1, {"B": 1})]
+
+
+def test_join_with_negative_factor_retrieves_the_right_partners() -> None:
+    """B.x > -2 * H.y + 1 solved for H.y flips the range the JES is probed with."""
+    engine = _engine(("q", "SELECT * FROM B, H MAXWINDOW 10 s WHERE B.x > -2 * H.y + 1"), order="JAW")
+    results = _feed(engine, ("H", 0, {"y": 1, "s": "a"}), ("H", 1, {"y": -3, "s": "a"}),
+                    ("B", 2, {"x": 0, "s": "a"}))
+    assert results == [("q", 2, {"B": 2, "H": 0})]  # 0 > -1 holds; 0 > 7 does not
+
+
+def test_string_equality_join() -> None:
+    engine = _engine(("q", "SELECT * FROM B, H MAXWINDOW 1 s WHERE B.s = H.s"))
+    results = _feed(engine, ("H", 0, {"y": 1, "s": "a"}), ("H", 1, {"y": 1, "s": "b"}),
+                    ("B", 2, {"x": 0, "s": "b"}))
+    assert results == [("q", 2, {"B": 2, "H": 1})]
+
+
+def test_reused_query_bit_does_not_inherit_cached_attribute_masks() -> None:
+    """A deregistered query's bit goes to the next registration; masks cached on held
+    events for the old query must not leak into the new one."""
+    engine = _engine(("old", "SELECT * FROM B, H MAXWINDOW 0 s"))
+    _feed(engine, ("B", 0, {"x": 0, "s": "a"}))
+    engine.deregister("old")
+    engine.register(compile_query("new", "SELECT * FROM B, H MAXWINDOW 0 s WHERE B.x > 0", CATALOG))
+    assert _feed(engine, ("H", 0, {"y": 0, "s": "a"})) == []
+
+
+def test_each_result_once_when_its_last_event_arrives() -> None:
+    engine = _engine(("q", "SELECT * FROM B, H, T MAXWINDOW 5 s"))
+    results = _feed(engine, ("B", 0, {"x": 0, "s": "a"}), ("H", 1, {"y": 0, "s": "a"}),
+                    ("T", 2, {"z": 0}), ("T", 3, {"z": 0}))
+    assert results == [("q", 2, {"B": 0, "H": 1, "T": 2}), ("q", 3, {"B": 0, "H": 1, "T": 3})]
+
+
+def test_queries_with_different_windows_share_one_state() -> None:
+    engine = _engine(("short", "SELECT * FROM B, H MAXWINDOW 1 s"),
+                     ("long", "SELECT * FROM B, H MAXWINDOW 10 s"))
+    results = _feed(engine, ("B", 0, {"x": 0, "s": "a"}), ("H", 500, {"y": 0, "s": "a"}),
+                    ("H", 5000, {"y": 0, "s": "a"}))
+    assert results == [("short", 500, {"B": 0, "H": 1}), ("long", 500, {"B": 0, "H": 1}),
+                       ("long", 5000, {"B": 0, "H": 2})]
+    assert engine.held_events() == {"B": 1, "H": 2}
+
+
+def test_retention_floor_hides_events_from_a_later_query_and_purges_state() -> None:
+    engine = _engine(("first", "SELECT * FROM B, H MAXWINDOW 1 s"), bucket_ms=100)
+    _feed(engine, ("B", 0, {"x": 0, "s": "a"}), ("H", 5000, {"y": 0, "s": "a"}))
+    assert engine.held_events() == {"B": 0, "H": 1}  # B@0 fell below 5000 - 1000, its bucket went
+    late_query = compile_query("wide", "SELECT * FROM B, H MAXWINDOW 10 s", CATALOG)
+    assert engine.register(late_query, history=True) == []
+    engine2 = _engine(("first", "SELECT * FROM B, H MAXWINDOW 1 s"), retention=10_000)
+    _feed(engine2, ("B", 0, {"x": 0, "s": "a"}), ("H", 5000, {"y": 0, "s": "a"}))
+    history = engine2.register(late_query, history=True)
+    assert [(r.query, r.ts, r.sources) for r in history] == [("wide", 5000, {"B": 0, "H": 1})]
