@@ -43,6 +43,13 @@ _SAMPLED_CANDIDATES = 4  # candidates per sampled partner stream whose filters a
 _SLACK = 2.0**-40  # relative widening of float JES bounds; the exact filter decides
 
 
+@dataclass(frozen=True)
+class KeySnapshot:
+    maxts: int | None
+    floor: int | None
+    events: list[Event]
+
+
 @dataclass(frozen=True, slots=True)
 class _Output:
     """What emitting a result of one query needs, precomputed at registration."""
@@ -149,6 +156,25 @@ class JugglerEngine:
             ks.purge()
         self.manager.tick()
         return _sorted(out)
+
+    def snapshot(self, key: str) -> KeySnapshot | None:
+        """What must survive a restart for one key: its `maxts`, its floor and its held
+        events in arrival order (the Kafka worker keeps this in a changelogged table)."""
+        ks = self.keys.get(key)
+        if ks is None:
+            return None
+        held = sorted((h for store in ks.streams.values() for h in store.all() if h.ts >= ks.floor),
+                      key=lambda h: h.seq)
+        return KeySnapshot(ks.maxts, ks.floor, [h.event for h in held])
+
+    def restore(self, key: str, snapshot: KeySnapshot) -> None:
+        """Reinstate a key from `snapshot` without evaluating anything: its events were
+        processed, and their results emitted, before the snapshot was taken."""
+        ks = self.keys[key] = KeyState()
+        ks.maxts, ks.floor = snapshot.maxts, snapshot.floor
+        for event in snapshot.events:
+            ks.store(event.stream, self.config.bucket_ms).insert(Held(event, self._seq))
+            self._seq += 1
 
     def held_events(self) -> dict[str, int]:
         """Events held in state per stream, over all keys."""
