@@ -6,15 +6,11 @@ import pickle
 
 import pytest
 
+from thesis_corpus import CATALOG
+
 from juggler.language import ColumnType, Limits, QueryError, compile_query
 
 N, S = ColumnType.NUMBER, ColumnType.STRING
-CATALOG = {
-    "B": {"pressure": N, "temp": N, "alert": S},
-    "H": {"beatrate": N, "vib": N, "alert": S},
-    "K": {"fluid": N},
-    "T": {"fluct": N, "degree": N, "incr": N},
-}
 
 
 def fails(text: str, limits: Limits = Limits(), query_id: str = "q7") -> QueryError:
