@@ -31,6 +31,7 @@ from juggler.engine.exact import EXACT_INT
 from juggler.engine.predicate_lists import (
     EQUALITY,
     LOWER,
+    UPPER,
     AttributeEqualityList,
     AttributeRangeList,
     Bound,
@@ -255,9 +256,7 @@ class JugglerEngine:
     def _expand(self, ks: KeyState, node: PlanNode, partial: list[Held], mask: int,
                 pending: bool, out: list, before_seq: int | None, mints: int, maxts: int,
                 sampled: bool = False) -> None:
-        manager = self.manager
-        order = manager.order
-        comparisons = manager.comparisons
+        order = self.manager.order
         join_first = order.index("J") < order.index("W")
         shared = self.shared
         for child in node.children.values():
@@ -269,44 +268,98 @@ class JugglerEngine:
                 continue
             widest = shared.widest(group)
             lo, hi = self._time_range(child, partial, group, max(maxts - widest, ks.floor), mints + widest)
-            join = self._join_ranges(child, partial, group) if join_first or sampled else None
             if sampled:
-                self._measure(ks, child, partial, group, store, mints, maxts, lo, hi, join)
-            if join_first and join is not None:
-                in_range = list(_irange_all(store.index(join[0]), join[1]))
-                comparisons["J"] += 1 + len(in_range)
-                candidates = [h for h in in_range if lo <= h.ts <= hi]
-            else:
-                candidates = list(store.between(lo, hi)) if lo <= hi else []
-                comparisons["W"] += 1 + len(candidates)
-            for partner in candidates:
-                if before_seq is not None and partner.seq >= before_seq:
-                    continue
-                survivors = group
-                for phase in order:
-                    if phase == "A":
+                self._measure(ks, child, partial, group, store, mints, maxts, lo, hi,
+                              self._join_ranges(child, partial, group))
+            for survivors_at_start, candidates in self._retrieve(ks, child, partial, group, store,
+                                                                   lo, hi, mints, maxts, join_first):
+                self._extend(ks, child, partial, survivors_at_start, candidates, pending, out,
+                             before_seq, mints, maxts)
+
+    def _extend(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
+                candidates: list[Held], pending: bool, out: list, before_seq: int | None,
+                mints: int, maxts: int) -> None:
+        """Run the filter phases, in order, on each retrieved partner of `child`, and
+        emit or expand what survives."""
+        manager = self.manager
+        order = manager.order
+        comparisons = manager.comparisons
+        for partner in candidates:
+            if before_seq is not None and partner.seq >= before_seq:
+                continue
+            survivors = group
+            for phase in order:
+                if phase == "A":
+                    comparisons["A"] += 1
+                    survivors &= ~self._attr_fail(partner)
+                    if pending and survivors:
                         comparisons["A"] += 1
-                        survivors &= ~self._attr_fail(partner)
-                        if pending and survivors:
-                            comparisons["A"] += 1
-                            survivors &= ~self._attr_fail(partial[0])
-                    elif phase == "J":
-                        survivors = self._filter(child.joins, partial, partner, survivors, "J")
-                    else:
-                        survivors = self._window_filter(child, partner, survivors, mints, maxts, partial)
-                    if not survivors:
-                        break
+                        survivors &= ~self._attr_fail(partial[0])
+                elif phase == "J":
+                    survivors = self._filter(child.joins, partial, partner, survivors, "J")
+                else:
+                    survivors = self._window_filter(child, partner, survivors, mints, maxts, partial)
                 if not survivors:
+                    break
+            if not survivors:
+                continue
+            partial.append(partner)
+            ends = survivors & child.ends
+            if ends:
+                self._emit(ends, child.path, partial, out)
+            if child.children:
+                pts = partner.ts
+                self._expand(ks, child, partial, survivors, False, out, before_seq,
+                             mints if mints < pts else pts, maxts if maxts > pts else pts)
+            partial.pop()
+
+    def _retrieve(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
+                  store: StreamStore, lo: int, hi: int, mints: int, maxts: int,
+                  join_first: bool) -> Iterator[tuple[int, list[Held]]]:
+        """Partners of `child` for the queries in `group`, as (queries, candidates).
+
+        Join first: each join list serves the queries that have a predicate in it, with
+        a JES probe over the loosest of their bounds; queries with no join predicate on
+        this stream fall back to the WES. Window first: one WES probe for all. The
+        adaptive order takes, per list, the JES only when its range holds fewer events
+        than the WES range (both counted without visiting events). A partner found for
+        two disjoint sets of queries is examined once for each."""
+        comparisons = self.manager.comparisons
+        remaining = group
+        if join_first or self.manager.adaptive:
+            in_window = None
+            for check in child.joins:
+                plist = check.plist
+                queries = remaining & plist.users
+                if not queries:
                     continue
-                partial.append(partner)
-                ends = survivors & child.ends
-                if ends:
-                    self._emit(ends, child.path, partial, out)
-                if child.children:
-                    pts = partner.ts
-                    self._expand(ks, child, partial, survivors, False, out, before_seq,
-                                 mints if mints < pts else pts, maxts if maxts > pts else pts)
-                partial.pop()
+                bound = plist.bound(queries)
+                if bound is None:
+                    continue
+                ranges = _partner_ranges(plist, check.partner_is_left,
+                                         partial[check.other].value(check.other_column), bound)
+                if ranges is None:
+                    continue
+                index = store.index(check.partner_column)
+                if not join_first:
+                    if in_window is None:
+                        in_window = store.count_between(lo, hi) if lo <= hi else 0
+                    comparisons["J"] += 1
+                    if _count_in(index, ranges) >= in_window:
+                        continue
+                found = list(_irange_all(index, ranges))
+                comparisons["J"] += 1 + len(found)
+                yield queries, [h for h in found if lo <= h.ts <= hi]
+                remaining &= ~queries
+                if not remaining:
+                    return
+            if remaining != group:
+                widest = self.shared.widest(remaining)
+                lo, hi = self._time_range(child, partial, remaining, max(maxts - widest, ks.floor),
+                                          mints + widest)
+        found = list(store.between(lo, hi)) if lo <= hi else []
+        comparisons["W"] += 1 + len(found)
+        yield remaining, found
 
     def _measure(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
                  store: StreamStore, mints: int, maxts: int, lo: int, hi: int,
@@ -354,8 +407,7 @@ class JugglerEngine:
         manager.observe("W" + given, store.size, store.count_between(lo, hi) if lo <= hi else 0)
         if join is None:
             return
-        index = store.index(join[0])
-        inside = sum(index.bisect_right((high, math.inf)) - index.bisect_left((low,)) for low, high in join[1])
+        inside = _count_in(store.index(join[0]), join[1])
         manager.comparisons["J"] += count
         manager.observe("J" + given, store.size, inside)
 
@@ -489,19 +541,17 @@ def _partner_ranges(plist, partner_is_left: bool, other: Any,
     side gives one interval per constant (a point for equality); floats are widened
     by a relative slack so no partner is lost, and the lists' exact filter decides.
     """
-    factor = plist.factor
-    if isinstance(other, str) or isinstance(other, bool):
+    if isinstance(other, (str, bool)):
         return [(other, other)] if bound.family == EQUALITY else None
+    factor = plist.float_factor
+    direction = bound.family
+    if not partner_is_left and factor > 0 and direction != EQUALITY:
+        direction = UPPER if direction == LOWER else LOWER  # dividing by f > 0 keeps, moving sides flips
     ranges = []
-    for k in bound.constants:
-        if partner_is_left:  # left = f*other + k
-            target = float(factor) * other + float(k)
-            direction = bound.family
-        else:  # f*right = other - k
-            target = (other - float(k)) / float(factor)
-            direction = bound.family if factor < 0 or bound.family == EQUALITY else (
-                "upper" if bound.family == LOWER else LOWER)
-        slack = abs(target) * _SLACK + abs(float(k)) * _SLACK + abs(other) * _SLACK + 1e-300
+    for k in bound.floats:
+        # partner on the left: left = f*other + k; on the right: right = (other - k) / f
+        target = factor * other + k if partner_is_left else (other - k) / factor
+        slack = (abs(target) + abs(k) + abs(other)) * _SLACK + 1e-300
         if direction == EQUALITY:
             ranges.append((target - slack, target + slack))
         elif direction == LOWER:
@@ -509,6 +559,11 @@ def _partner_ranges(plist, partner_is_left: bool, other: Any,
         else:
             ranges.append((-math.inf, target + slack))
     return ranges
+
+
+def _count_in(index, ranges: Iterable[tuple[Any, Any]]) -> int:
+    """Events of a JES inside the ranges, from two bisects per range."""
+    return sum(index.bisect_right((high, math.inf)) - index.bisect_left((low,)) for low, high in ranges)
 
 
 def _irange_all(index, ranges: Iterable[tuple[Any, Any]]) -> Iterator[Held]:

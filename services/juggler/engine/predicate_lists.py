@@ -191,6 +191,7 @@ class Bound:
 
     family: str
     constants: tuple[Fraction, ...]  # one for ranges, the named values for equality
+    floats: tuple[float, ...]  # the same, as floats, for computing JES probe ranges
 
 
 class PairRangeList(PredicateList):
@@ -261,7 +262,7 @@ class PairRangeList(PredicateList):
         indexes = range(len(self.masks)) if self.direction == LOWER else range(len(self.masks) - 1, -1, -1)
         for i in indexes:
             if self.masks[i] & queries:
-                return Bound(self.direction, (self.constants[i],))
+                return Bound(self.direction, (self.constants[i],), (self.float_constants[i],))
         return None
 
 
@@ -271,6 +272,7 @@ class PairEqualityList(PredicateList):
     def __init__(self, left: ColumnRef, right: ColumnRef, factor: Fraction) -> None:
         super().__init__((left, right, factor, EQUALITY))
         self.left, self.right, self.factor = left, right, factor
+        self.float_factor = to_float(factor)
         self.table: dict[Any, int] = {}
         self.default = 0
         self.eq_users = 0
@@ -297,7 +299,7 @@ class PairEqualityList(PredicateList):
         if queries & ~self.eq_users:
             return None
         named = tuple(k for (op, k), mask in self.entries.items() if op is Op.EQ and mask & queries)
-        return Bound(EQUALITY, named)
+        return Bound(EQUALITY, named, tuple(to_float(k) for k in named))
 
 
 AttributeList = AttributeRangeList | AttributeEqualityList
