@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 
@@ -71,6 +72,219 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
     except EngineUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(str(summary), err=True)
+
+
+@main.command("worker")
+@click.option("--bootstrap", default=None, help="Kafka bootstrap servers [env JUGGLER_BOOTSTRAP].")
+@click.option("--app-id", default=None,
+              help="Faust app id = consumer group; workers with one id share the partitions.")
+@click.option("--partitions", default=None, type=click.IntRange(min=1),
+              help="Partitions of the stream/fanout topics (default: from the broker).")
+@click.option("--allowed-lateness", default=None, metavar="MS", type=click.IntRange(min=0))
+@click.option("--retention", default=None, metavar="MS", type=click.IntRange(min=0))
+@click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
+@click.option("--processing-guarantee", default=None,
+              type=click.Choice(["exactly_once", "at_least_once"]))
+@click.option("--web-host", default=None, help="Address the HTTP port binds to.")
+@click.option("--web-port", default=None, type=click.IntRange(min=1, max=65535),
+              help="HTTP port: /queries/<id>/results, /queries, /health, /metrics.")
+@click.option("--schemas", "schemas_dir", default=None, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--registry-url", default=None, help="Schema Registry URL (optional).")
+@click.option("--topic-prefix", default=None, help="Prefix of every topic name (default none).")
+@click.option("--create-topics/--no-create-topics", default=None,
+              help="Create the topics the worker needs before starting (default on).")
+@click.option("--batch-max", default=None, type=click.IntRange(min=1),
+              help="Events taken at a time (one transaction per partition per batch).")
+@click.option("--data-dir", default=None, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--loglevel", default=None,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+def worker_command(**options: object) -> None:
+    """Run the Kafka worker (a Faust app) until SIGTERM/SIGINT.
+
+    Settings come from JUGGLER_* environment variables (e.g. JUGGLER_WEB_PORT);
+    options given here override them. See docs/worker.md.
+    """
+    from juggler.service.app import JugglerWorker
+    from juggler.service.settings import Settings
+
+    try:
+        settings = Settings.from_env(**options)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    JugglerWorker(settings).run()
+
+
+# -- Kafka: broker, topics, control plane ---------------------------------------------
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def bootstrap_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--bootstrap", envvar="JUGGLER_BOOTSTRAP", default=DEFAULT_BOOTSTRAP,
+                        show_default=True, metavar="HOST:PORT",
+                        help="Kafka bootstrap servers (env JUGGLER_BOOTSTRAP).")(command)
+
+
+def timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--timeout", default=30.0, show_default=True, metavar="SECONDS",
+                        type=click.FloatRange(min=0, min_open=True),
+                        help="How long to wait for Kafka (and for the command's status)."
+                        )(command)
+
+
+@main.command("broker")
+@click.option("--data-dir", default=None, metavar="DIR",
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Persistent broker data; default: $JUGGLER_CACHE/broker-data "
+                   "(~/.cache/juggler/broker-data).")
+@click.option("--port", default=9092, show_default=True, type=click.IntRange(1, 65535),
+              help="PLAINTEXT port on 127.0.0.1.")
+def broker_command(data_dir: Path | None, port: int) -> None:
+    """Run a local single-node Kafka broker (KRaft) until Ctrl-C."""
+    from juggler.kafka.broker import cache_root, run_forever
+
+    run_forever(data_dir or cache_root() / "broker-data", port)
+
+
+@main.group("topics")
+def topics_group() -> None:
+    """Kafka topics of topics/*.yaml."""
+
+
+@topics_group.command("apply")
+@bootstrap_option
+@click.option("--partitions", default=None, envvar="JUGGLER_PARTITIONS",
+              type=click.IntRange(min=1), metavar="P",
+              help="Partitions of the stream, fan-out and dead-letter topics "
+                   "(env JUGGLER_PARTITIONS; default: what juggler.control.fanout "
+                   "already has, else topics/defaults.yaml).")
+@click.option("--specs", "specs_dir", default=None, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Topic spec directory (env JUGGLER_TOPICS; default: the repo's topics/).")
+@timeout_option
+def topics_apply(bootstrap: str, partitions: int | None, specs_dir: Path | None,
+                 timeout: float) -> None:
+    """Create missing topics and align their configs; never deletes.
+
+    Exit status 1 when a topic could not be created or altered, or has a partition
+    count other than its spec (reported, never changed).
+    """
+    from juggler.kafka.topics import TopicsError, TopicSpecError, apply_topics
+
+    try:
+        report = apply_topics(bootstrap, specs_dir, partitions, timeout=timeout)
+    except TopicSpecError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        raise SystemExit(BAD_INPUT) from None
+    except TopicsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(str(report))
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@main.group("query")
+def query_group() -> None:
+    """Register, deregister and inspect queries on the control topic."""
+
+
+def _submit(bootstrap: str, command: Any, wait: bool, timeout: float) -> None:
+    from juggler.control.client import ControlError, submit
+    from juggler.control.report import submission
+
+    try:
+        sub = submit(bootstrap, command, wait=wait, timeout=timeout)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    text, status = submission(sub, waited=wait, timeout=timeout)
+    click.echo(text, err=status != 0)
+    raise SystemExit(status)
+
+
+def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from juggler.kafka.names import InvalidName, validate_query_id
+
+    try:
+        return validate_query_id(value)
+    except InvalidName as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@query_group.command("register")
+@click.argument("query_id", metavar="ID", callback=_query_id)
+@click.option("--text", default=None, help="The query text.")
+@click.option("--file", "file", default=None, type=click.File("r", encoding="utf-8"),
+              help="Read the query text from FILE ('-' for stdin).")
+@click.option("--history", is_flag=True,
+              help="Also apply the query at once to the events the engine still holds.")
+@click.option("--no-wait", is_flag=True, help="Do not wait for the command's status.")
+@bootstrap_option
+@timeout_option
+def query_register(query_id: str, text: str | None, file: Any, history: bool,
+                   no_wait: bool, bootstrap: str, timeout: float) -> None:
+    """Register query ID; wait for ACCEPTED (exit 0) or REJECTED (exit 1).
+
+    Exit status 3 when no status came within --timeout (no worker running?).
+    """
+    from juggler.control.commands import Command
+
+    if (text is None) == (file is None):
+        raise click.UsageError("give the query as exactly one of --text or --file")
+    body = text if text is not None else file.read()
+    if not body.strip():
+        raise click.UsageError("the query text is empty")
+    _submit(bootstrap, Command.register(query_id, body, history), not no_wait, timeout)
+
+
+@query_group.command("deregister")
+@click.argument("query_id", metavar="ID", callback=_query_id)
+@click.option("--no-wait", is_flag=True, help="Do not wait for the command's status.")
+@bootstrap_option
+@timeout_option
+def query_deregister(query_id: str, no_wait: bool, bootstrap: str, timeout: float) -> None:
+    """Deregister query ID; exit statuses as for register."""
+    from juggler.control.commands import Command
+
+    _submit(bootstrap, Command.deregister(query_id), not no_wait, timeout)
+
+
+@query_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@bootstrap_option
+@timeout_option
+def query_list(as_json: bool, bootstrap: str, timeout: float) -> None:
+    """The registered queries (last command per id) with their latest status."""
+    from juggler.control import report
+    from juggler.control.client import ControlError, read_control
+
+    try:
+        view = read_control(bootstrap, timeout=timeout)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    for warning in view.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(report.query_list(view, as_json=as_json))
+
+
+@query_group.command("show")
+@click.argument("query_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@bootstrap_option
+@timeout_option
+def query_show(query_id: str, as_json: bool, bootstrap: str, timeout: float) -> None:
+    """One query's text, state and status (exit 1 if the id never appeared)."""
+    from juggler.control import report
+    from juggler.control.client import ControlError, read_control
+
+    try:
+        view = read_control(bootstrap, timeout=timeout)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    text, status = report.query_show(view.queries.get(query_id), query_id,
+                                     as_json=as_json)
+    click.echo(text, err=status != 0)
+    raise SystemExit(status)
 
 
 if __name__ == "__main__":

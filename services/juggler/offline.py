@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+from juggler.codec.avro import load_avro_schemas
 from juggler.codec.jsonl import (DeregisterCommand, EventRecord, InputError,
-                                 RegisterCommand, Schemas, load_avro_schemas,
-                                 parse_event_line, parse_query_line, read_lines)
+                                 RegisterCommand, Schemas, parse_event_line,
+                                 parse_query_line, read_lines)
 from juggler.engine.events import (EngineConfig, Event, LateEvent, QueryEngine,
                                    RegistrationError, Result)
 

@@ -14,11 +14,13 @@ Decisions where DESIGN is silent:
   not be called `ts`, which is every stream's event time.
 - `data` is handed on in the stream's schema column order (first event's order, or the
   `.avsc` field order), so `SELECT *` rows have one column order per stream.
-- Avro schemas (`--schemas DIR`): every `*.avsc` file in DIR is one record whose name
-  (the part after the last dot) is the stream; field types are plain `int`, `long`,
-  `float`, `double`, `string`, `boolean` (or `{"type": <one of those>}`). A field named
-  `ts` is the event time (must be int/long) and is not a data column. `int`/`long`
-  columns take only integer values; `float`/`double` take any finite number.
+- Avro schemas (`--schemas DIR`, loaded by `juggler.codec.avro.load_avro_schemas`):
+  every `*.avsc` file in DIR is one record whose name (the part after the last dot) is
+  the stream, except the service's own records (`juggler.Command`...), which are
+  skipped; field types are plain `int`, `long`, `float`, `double`, `string`, `boolean`
+  (or `{"type": <one of those>}`). A field named `ts` is the event time (must be
+  int/long) and is not a data column. `int`/`long` columns take only integer values;
+  `float`/`double` take any finite number.
 """
 
 from __future__ import annotations
@@ -280,66 +282,15 @@ class Schemas:
         return {name: dict(schema.columns) for name, schema in self._streams.items()}
 
 
-_AVRO_TYPES = {"int": ColumnType.NUMBER, "long": ColumnType.NUMBER,
-               "float": ColumnType.NUMBER, "double": ColumnType.NUMBER,
-               "string": ColumnType.STRING, "boolean": ColumnType.BOOLEAN}
+def __getattr__(name: str) -> Any:
+    """`load_avro_schemas` and `avro_stream_schema` moved to `juggler.codec.avro` (with
+    the Kafka codec); importing them from here still works. Lazy, because that module
+    imports this one."""
+    if name in ("load_avro_schemas", "avro_stream_schema"):
+        from juggler.codec import avro
 
-
-def load_avro_schemas(directory: Path) -> dict[str, StreamSchema]:
-    """Every `*.avsc` in `directory` (sorted by name), one stream each."""
-    schemas: dict[str, StreamSchema] = {}
-    files = sorted(Path(directory).glob("*.avsc"))
-    if not files:
-        raise InputError(f"{directory}: no .avsc schema files")
-    for path in files:
-        try:
-            schema = avro_stream_schema(decode_json(path.read_text(encoding="utf-8")),
-                                        origin=f"schema {path.name}")
-        except (InputError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: {exc}") from None
-        if schema.name in schemas:
-            raise InputError(f"{path}: stream {schema.name!r} is already defined by "
-                             f"{schemas[schema.name].origin}")
-        schemas[schema.name] = schema
-    return schemas
-
-
-def avro_stream_schema(obj: Any, origin: str) -> StreamSchema:
-    """Map one Avro record schema to a stream schema (plain primitive fields only)."""
-    if not isinstance(obj, dict) or obj.get("type") != "record":
-        raise InputError("expected an Avro schema of type \"record\"")
-    name = obj.get("name")
-    if not isinstance(name, str):
-        raise InputError("the record needs a \"name\" (the stream name)")
-    stream = name.rsplit(".", 1)[-1]
-    if not _IDENTIFIER.match(stream):
-        raise InputError(f"record name {name!r} is not a stream name (letters, digits, _)")
-    fields = obj.get("fields")
-    if not isinstance(fields, list):
-        raise InputError("the record needs a \"fields\" list")
-    columns: dict[str, ColumnType] = {}
-    integral = set()
-    for spec in fields:
-        column = spec.get("name") if isinstance(spec, dict) else None
-        if not isinstance(column, str):
-            raise InputError(f"a field without a name: {_show(spec)}")
-        avro_type = spec.get("type")
-        if isinstance(avro_type, dict):
-            avro_type = avro_type.get("type")
-        if not isinstance(avro_type, str) or avro_type not in _AVRO_TYPES:
-            raise InputError(f"field {column!r}: type {_show(spec.get('type'))} is not "
-                             f"supported (use one of {', '.join(_AVRO_TYPES)})")
-        if column == TIMESTAMP:
-            if avro_type not in ("int", "long"):
-                raise InputError("field 'ts' is the event time and must be a long")
-            continue
-        check_column_name(column)
-        if column in columns:
-            raise InputError(f"field {column!r} is declared twice")
-        columns[column] = _AVRO_TYPES[avro_type]
-        if avro_type in ("int", "long"):
-            integral.add(column)
-    return StreamSchema(stream, columns, origin, frozenset(integral))
+        return getattr(avro, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- small helpers -------------------------------------------------------------------

@@ -1,0 +1,565 @@
+"""Avro on Kafka: the stream, control, result and dead-letter records of DESIGN section 7.
+
+Why this module: every Kafka-facing part (the worker, the `juggler query` commands,
+producers, tests) must agree byte for byte on how a record is written and on what a
+malformed message is. `Codec` is that agreement:
+
+- Framing (`juggler.codec.framing`): Avro single-object encoding by default, so a
+  message names its writer schema with no registry; the Confluent Schema Registry wire
+  format when a registry URL is configured (`JUGGLER_SCHEMA_REGISTRY_URL` or the
+  constructor). Decoding accepts both, whatever the configuration.
+- Errors: `DecodeError` for bytes that are not a message of the expected schema (bad
+  magic, unknown fingerprint or schema id, another record's schema, truncated body,
+  trailing bytes, invalid UTF-8...), `SchemaViolation` for a record that decodes (or
+  is given to `encode`) but breaks the contract (a non-finite number, a missing key).
+  Both carry `.reason`, the text the worker puts in the dead letter. An unreachable
+  registry raises `RegistryError` instead: that is not the message's fault.
+
+Schemas live in one directory (`schemas/` at the repository root, or
+`JUGGLER_SCHEMAS`), one record per `.avsc` file, each standing alone (no references
+between files). The records `juggler.Command`, `juggler.CommandStatus`,
+`juggler.Result` and `juggler.DeadLetter` are the service's own; every other record is
+a stream, named by its record name (the part after the last dot; the repository's are
+in namespace `juggler.stream`) and mapped to columns by `avro_stream_schema`.
+
+fastavro reads a negative enum or union index as an index from the end instead of
+failing, so records of schemas with enums or unions are re-encoded after decoding and
+must give back the same bytes; stream records (primitives only) skip that check.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+from fastavro.validation import ValidationError, validate
+
+from juggler.codec import framing
+from juggler.codec.jsonl import (_IDENTIFIER, InputError, StreamSchema, _names, _show,
+                                 check_column_name, decode_json)
+from juggler.codec.registry import RegistryClient, RegistryError, UnknownSchemaId
+from juggler.engine.events import Event, Position, Result
+from juggler.kafka import names
+from juggler.language.model import TIMESTAMP, Catalog, ColumnType
+
+__all__ = [
+    "Codec", "CodecError", "DecodeError", "SchemaViolation", "UnknownSchema",
+    "RegistryError", "SERVICE_RECORDS", "STREAM_NAMESPACE", "default_schemas_dir",
+    "load_avro_schemas", "avro_stream_schema", "result_record", "COMMAND",
+    "COMMAND_STATUS", "RESULT", "DEAD_LETTER",
+]
+
+COMMAND = "juggler.Command"
+COMMAND_STATUS = "juggler.CommandStatus"
+RESULT = "juggler.Result"
+DEAD_LETTER = "juggler.DeadLetter"
+SERVICE_RECORDS = frozenset({COMMAND, COMMAND_STATUS, RESULT, DEAD_LETTER})
+"""Records that are not streams; `load_avro_schemas` skips them."""
+
+STREAM_NAMESPACE = "juggler.stream"
+
+_SERVICE_TOPICS = {COMMAND: names.CONTROL, COMMAND_STATUS: names.CONTROL_STATUS,
+                   DEAD_LETTER: names.DEADLETTER}
+
+SCHEMAS_ENV = "JUGGLER_SCHEMAS"
+REGISTRY_ENV = "JUGGLER_SCHEMA_REGISTRY_URL"
+
+
+class CodecError(ValueError):
+    """A message or record that is not usable; `.reason` is the user-facing text."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DecodeError(CodecError):
+    """The bytes are not a message of the expected schema."""
+
+
+class SchemaViolation(CodecError):
+    """The record is well-formed Avro but breaks the contract (e.g. a non-finite number)."""
+
+
+class UnknownSchema(LookupError):
+    """A schema name the codec does not have (a caller's mistake, not a bad message)."""
+
+
+# -- loading .avsc files ---------------------------------------------------------------
+
+
+def default_schemas_dir() -> Path:
+    """`JUGGLER_SCHEMAS`, else `schemas/` at the root of the source tree this package
+    lives in (`services/juggler/codec/avro.py` -> `schemas/`)."""
+    env = os.environ.get(SCHEMAS_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parents[3] / "schemas"
+
+
+def full_name(obj: Mapping[str, Any]) -> str | None:
+    """An Avro named schema's full name (`namespace.name`), or None without a name."""
+    name = obj.get("name")
+    if not isinstance(name, str):
+        return None
+    namespace = obj.get("namespace")
+    if "." in name or not isinstance(namespace, str) or not namespace:
+        return name
+    return f"{namespace}.{name}"
+
+
+def load_avro_schemas(directory: Path) -> dict[str, StreamSchema]:
+    """Every stream record among the `*.avsc` in `directory` (sorted by file name).
+
+    The service's own records (`SERVICE_RECORDS`) are skipped, so `juggler eval
+    --schemas schemas/` works on the repository's directory."""
+    schemas: dict[str, StreamSchema] = {}
+    files = sorted(Path(directory).glob("*.avsc"))
+    if not files:
+        raise InputError(f"{directory}: no .avsc schema files")
+    for path in files:
+        try:
+            obj = decode_json(path.read_text(encoding="utf-8"))
+            if isinstance(obj, dict) and full_name(obj) in SERVICE_RECORDS:
+                continue
+            schema = avro_stream_schema(obj, origin=f"schema {path.name}")
+        except (InputError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: {exc}") from None
+        if schema.name in schemas:
+            raise InputError(f"{path}: stream {schema.name!r} is already defined by "
+                             f"{schemas[schema.name].origin}")
+        schemas[schema.name] = schema
+    if not schemas:
+        raise InputError(f"{directory}: no stream schemas (only "
+                         f"{_names(sorted(SERVICE_RECORDS))})")
+    return schemas
+
+
+_AVRO_TYPES = {"int": ColumnType.NUMBER, "long": ColumnType.NUMBER,
+               "float": ColumnType.NUMBER, "double": ColumnType.NUMBER,
+               "string": ColumnType.STRING, "boolean": ColumnType.BOOLEAN}
+
+
+def avro_stream_schema(obj: Any, origin: str) -> StreamSchema:
+    """Map one Avro record schema to a stream schema (plain primitive fields only)."""
+    if not isinstance(obj, dict) or obj.get("type") != "record":
+        raise InputError("expected an Avro schema of type \"record\"")
+    name = obj.get("name")
+    if not isinstance(name, str):
+        raise InputError("the record needs a \"name\" (the stream name)")
+    stream = name.rsplit(".", 1)[-1]
+    if not _IDENTIFIER.match(stream):
+        raise InputError(f"record name {name!r} is not a stream name (letters, digits, _)")
+    fields = obj.get("fields")
+    if not isinstance(fields, list):
+        raise InputError("the record needs a \"fields\" list")
+    columns: dict[str, ColumnType] = {}
+    integral = set()
+    for spec in fields:
+        column = spec.get("name") if isinstance(spec, dict) else None
+        if not isinstance(column, str):
+            raise InputError(f"a field without a name: {_show(spec)}")
+        avro_type = spec.get("type")
+        if isinstance(avro_type, dict):
+            avro_type = avro_type.get("type")
+        if not isinstance(avro_type, str) or avro_type not in _AVRO_TYPES:
+            raise InputError(f"field {column!r}: type {_show(spec.get('type'))} is not "
+                             f"supported (use one of {', '.join(_AVRO_TYPES)})")
+        if column == TIMESTAMP:
+            if avro_type not in ("int", "long"):
+                raise InputError("field 'ts' is the event time and must be a long")
+            continue
+        check_column_name(column)
+        if column in columns:
+            raise InputError(f"field {column!r} is declared twice")
+        columns[column] = _AVRO_TYPES[avro_type]
+        if avro_type in ("int", "long"):
+            integral.add(column)
+    return StreamSchema(stream, columns, origin, frozenset(integral))
+
+
+@dataclass(frozen=True)
+class _Schema:
+    """One loaded schema and what the codec precomputes for it."""
+
+    full_name: str
+    short_name: str
+    parsed: Any  # fastavro's parsed form
+    text: str  # the schema as written (docs and defaults kept), for the registry
+    fingerprint: bytes
+    stream: StreamSchema | None  # set for stream records
+    strict_check: bool  # has enums/unions: verify decoding by re-encoding
+
+
+def _has_enum_or_union(schema: Any) -> bool:
+    if isinstance(schema, list):
+        return True
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind == "enum":
+            return True
+        if kind == "record":
+            return any(_has_enum_or_union(f["type"]) for f in schema["fields"])
+        if kind == "array":
+            return _has_enum_or_union(schema["items"])
+        if kind == "map":
+            return _has_enum_or_union(schema["values"])
+        return _has_enum_or_union(kind)
+    return False
+
+
+def _load_schema(path: Path) -> _Schema:
+    where = f"{path}"
+    try:
+        obj = decode_json(path.read_text(encoding="utf-8"))
+    except (InputError, UnicodeDecodeError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    name = full_name(obj) if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or obj.get("type") != "record" or name is None:
+        raise InputError(f"{where}: expected one named Avro record schema")
+    try:
+        parsed = fastavro.parse_schema(obj, named_schemas={})
+    except Exception as exc:  # fastavro raises several types for a bad schema
+        raise InputError(f"{where}: not a valid Avro schema: {exc}") from None
+    stream = None
+    if name not in SERVICE_RECORDS:
+        try:
+            stream = avro_stream_schema(obj, origin=f"schema {path.name}")
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if not any(isinstance(f, dict) and f.get("name") == TIMESTAMP for f in obj["fields"]):
+            raise InputError(f"{where}: stream {stream.name!r} has no 'ts' field (the "
+                             f"event time, a long)")
+    return _Schema(name, name.rsplit(".", 1)[-1], parsed,
+                   json.dumps(obj, separators=(",", ":"), ensure_ascii=False),
+                   framing.fingerprint(parsed), stream, _has_enum_or_union(parsed))
+
+
+# -- the codec -------------------------------------------------------------------------
+
+
+class Codec:
+    """Encode and decode the records of one schemas directory.
+
+    `schemas_dir` defaults to `default_schemas_dir()`. `registry_url` defaults to
+    `JUGGLER_SCHEMA_REGISTRY_URL`; `""` forces single-object encoding even when the
+    variable is set. `registry` injects a ready client instead.
+    """
+
+    def __init__(self, schemas_dir: str | Path | None = None, *,
+                 registry_url: str | None = None,
+                 registry: RegistryClient | None = None) -> None:
+        self.schemas_dir = Path(schemas_dir) if schemas_dir else default_schemas_dir()
+        if registry is None:
+            url = os.environ.get(REGISTRY_ENV, "") if registry_url is None else registry_url
+            registry = RegistryClient(url) if url else None
+        self.registry = registry
+        self._schemas: dict[str, _Schema] = {}
+        self._by_fingerprint: dict[bytes, _Schema] = {}
+        self._by_short: dict[str, _Schema | None] = {}  # None: ambiguous
+        self._registry_schemas: dict[int, Any] = {}
+        self._load()
+
+    @property
+    def framing(self) -> str:
+        """"schema-registry" or "single-object": how `encode` frames its output."""
+        return "schema-registry" if self.registry is not None else "single-object"
+
+    def _load(self) -> None:
+        if not self.schemas_dir.is_dir():
+            raise InputError(f"schemas directory {self.schemas_dir} does not exist (set "
+                             f"{SCHEMAS_ENV} or pass schemas_dir)")
+        files = sorted(self.schemas_dir.glob("*.avsc"))
+        if not files:
+            raise InputError(f"{self.schemas_dir}: no .avsc schema files")
+        for path in files:
+            schema = _load_schema(path)
+            if schema.full_name in self._schemas:
+                raise InputError(f"{path}: record {schema.full_name} is defined twice")
+            same = self._by_fingerprint.get(schema.fingerprint)
+            if same is not None:
+                raise InputError(f"{path}: same canonical form as {same.full_name}")
+            self._schemas[schema.full_name] = schema
+            self._by_fingerprint[schema.fingerprint] = schema
+            short = schema.short_name
+            self._by_short[short] = None if short in self._by_short else schema
+
+    # -- names
+
+    def names(self) -> list[str]:
+        """Full names of every loaded record, sorted."""
+        return sorted(self._schemas)
+
+    def stream_names(self) -> list[str]:
+        """The streams (record names of the stream schemas), sorted."""
+        return sorted(s.stream.name for s in self._schemas.values() if s.stream)
+
+    def catalog(self) -> Catalog:
+        """Stream -> column -> type, for `compile_query` (`ts` is implicit)."""
+        return {s.stream.name: dict(s.stream.columns)
+                for s in sorted(self._schemas.values(), key=lambda s: s.short_name)
+                if s.stream}
+
+    def schema(self, name: str) -> Any:
+        """The fastavro-parsed schema of a record (full name, or unambiguous short name)."""
+        return self._get(name).parsed
+
+    def fingerprint(self, name: str) -> bytes:
+        """The 8-byte CRC-64-AVRO fingerprint a single-object message of `name` carries."""
+        return self._get(name).fingerprint
+
+    def _get(self, name: str) -> _Schema:
+        schema = self._schemas.get(name)
+        if schema is None:
+            schema = self._by_short.get(name)
+        if schema is None:
+            why = "is ambiguous" if name in self._by_short else "is not"
+            raise UnknownSchema(f"schema {name!r} {why} among {', '.join(self.names())} "
+                                f"({self.schemas_dir})")
+        return schema
+
+    # -- encoding
+
+    def encode(self, name: str, record: Mapping[str, Any], *,
+               topic: str | None = None) -> bytes:
+        """Validate and write one record, framed.
+
+        With a registry, the schema is registered under `<topic>-value`; `topic`
+        defaults to the record's topic of DESIGN section 7 (a stream's topic, the
+        control topics, `juggler.results.<record["query"]>`, the dead-letter topic).
+        Raises `SchemaViolation` for a record that does not fit the schema."""
+        schema = self._get(name)
+        _check_finite(schema, record)
+        body = self._write(schema, record)
+        if self.registry is None:
+            return framing.single_object(schema.fingerprint, body)
+        subject = f"{topic or _default_topic(schema, record)}-value"
+        return framing.confluent(self.registry.register(subject, schema.text), body)
+
+    def _write(self, schema: _Schema, record: Mapping[str, Any]) -> bytes:
+        # fastavro's writer silently turns True into 1.0 and 1 into true; its
+        # validator does not, so a boolean never passes for a number or back
+        if not isinstance(record, Mapping):
+            raise SchemaViolation(f"a {schema.full_name} record must be a mapping, got "
+                                  f"{_show(record)}")
+        try:
+            validate(record, schema.parsed, raise_errors=True)
+        except ValidationError as exc:
+            raise SchemaViolation(_invalid_record(schema, record, exc)) from None
+        out = io.BytesIO()
+        try:
+            fastavro.schemaless_writer(out, schema.parsed, record,
+                                       strict_allow_default=True)
+        except Exception as exc:  # e.g. a field the schema does not have
+            raise SchemaViolation(f"invalid {schema.full_name} record: {exc}") from None
+        return out.getvalue()
+
+    # -- decoding
+
+    def decode(self, name: str, data: bytes | None) -> dict[str, Any]:
+        """Read one framed message that must be a `name` record (fields in schema order).
+
+        Raises `DecodeError` or `SchemaViolation` with a reason (see the module doc),
+        and `RegistryError` when a needed registry lookup fails."""
+        schema = self._get(name)
+        if data is None:
+            raise DecodeError(f"no message value (a tombstone), expected a "
+                              f"{schema.full_name} record")
+        data = bytes(data)
+        try:
+            frame = framing.parse(data)
+        except framing.FramingError as exc:
+            raise DecodeError(f"{exc} (expected a {schema.full_name} record)") from None
+        if frame.fingerprint is not None:
+            writer = self._by_fingerprint.get(frame.fingerprint)
+            if writer is None:
+                raise DecodeError(f"unknown schema fingerprint {frame.fingerprint.hex()} "
+                                  f"(not one of the schemas in {self.schemas_dir}; "
+                                  f"expected {schema.full_name}, "
+                                  f"{schema.fingerprint.hex()})")
+            if writer is not schema:
+                raise DecodeError(f"message written with schema {writer.full_name}, "
+                                  f"expected {schema.full_name}")
+            record = self._read(schema, schema.parsed, None, data, frame.body_start)
+        else:
+            assert frame.schema_id is not None
+            writer_parsed = self._registry_schema(frame.schema_id, schema)
+            same = framing.fingerprint(writer_parsed) == schema.fingerprint
+            record = self._read(schema, writer_parsed, None if same else schema.parsed,
+                                data, frame.body_start)
+        _check_finite(schema, record)
+        return record
+
+    def _registry_schema(self, schema_id: int, expected: _Schema) -> Any:
+        cached = self._registry_schemas.get(schema_id)
+        if cached is not None:
+            return cached
+        if self.registry is None:
+            raise DecodeError(f"message in the Schema Registry wire format (schema id "
+                              f"{schema_id}) but no registry is configured "
+                              f"({REGISTRY_ENV}); expected {expected.full_name}")
+        try:
+            text = self.registry.schema(schema_id)
+        except UnknownSchemaId as exc:
+            raise DecodeError(f"{exc} (expected {expected.full_name})") from None
+        try:
+            parsed = fastavro.parse_schema(json.loads(text), named_schemas={})
+        except Exception as exc:
+            raise DecodeError(f"schema id {schema_id} from the registry is not a valid "
+                              f"Avro schema: {exc}") from None
+        self._registry_schemas[schema_id] = parsed
+        return parsed
+
+    def _read(self, schema: _Schema, writer: Any, reader: Any, data: bytes,
+              start: int) -> dict[str, Any]:
+        name = schema.full_name
+        stream = io.BytesIO(data)
+        stream.seek(start)
+        try:
+            record = fastavro.schemaless_reader(stream, writer, reader)
+        except EOFError as exc:
+            detail = f": {exc}" if str(exc) else ""
+            raise DecodeError(f"truncated Avro body for {name}: the data ends early"
+                              f"{detail} ({len(data) - start}-byte body)") from None
+        except UnicodeDecodeError:
+            raise DecodeError(f"malformed Avro body for {name}: a string is not valid "
+                              f"UTF-8") from None
+        except IndexError:
+            raise DecodeError(f"malformed Avro body for {name}: an enum or union index "
+                              f"is out of range") from None
+        except SchemaResolutionError as exc:
+            raise DecodeError(f"the writer schema cannot be read as {name}: {exc}") from None
+        except Exception as exc:  # anything else fastavro trips over is a bad body too
+            raise DecodeError(f"malformed Avro body for {name}: "
+                              f"{type(exc).__name__}: {exc}") from None
+        end = stream.tell()
+        if end != len(data):
+            raise DecodeError(f"{len(data) - end} trailing bytes after the {name} record "
+                              f"({end - start}-byte body)")
+        if not isinstance(record, dict):
+            raise DecodeError(f"the message is not a {name} record")
+        if reader is None and schema.strict_check:
+            again = io.BytesIO()
+            fastavro.schemaless_writer(again, writer, record)
+            if again.getvalue() != data[start:]:
+                raise DecodeError(f"malformed Avro body for {name}: an enum or union "
+                                  f"index is out of range (or a number is not minimally "
+                                  f"encoded)")
+        return record
+
+    # -- streams
+
+    def event_from(self, stream: str, key: str | bytes | None, value: bytes | None,
+                   position: Position) -> Event:
+        """A stream message as an engine `Event`: decoded, validated, `ts` taken out of
+        `data` (columns in schema order). `key` is the Kafka message key (UTF-8)."""
+        schema = self._get(stream)
+        if schema.stream is None:
+            raise UnknownSchema(f"{schema.full_name} is not a stream schema")
+        if key is None:
+            raise SchemaViolation(f"stream {schema.stream.name} message without a key: "
+                                  f"the entity key must be the Kafka message key")
+        if not isinstance(key, str):
+            raw = bytes(key)
+            try:
+                key = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DecodeError(f"stream {schema.stream.name} message key is not UTF-8 "
+                                  f"text: {framing.describe_bytes(raw[:16])}") from None
+        record = self.decode(schema.full_name, value)
+        ts = record.pop(TIMESTAMP)
+        return Event(schema.stream.name, key, ts, record, position)
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def result_record(result: Result) -> dict[str, Any]:
+    """A `juggler.Result` record for an engine result whose sources are Kafka
+    positions `(topic, partition, offset)`."""
+    sources = {}
+    for stream, position in result.sources.items():
+        if not (isinstance(position, tuple) and len(position) == 3):
+            raise SchemaViolation(f"result of {result.query}: source {stream} has position "
+                                  f"{position!r}, expected (topic, partition, offset)")
+        topic, partition, offset = position
+        sources[stream] = {"topic": topic, "partition": partition, "offset": offset}
+    return {"query": result.query, "key": result.key, "ts": result.ts,
+            "sources": sources, "row": dict(result.row)}
+
+
+def _default_topic(schema: _Schema, record: Mapping[str, Any]) -> str:
+    if schema.stream is not None:
+        return names.stream_topic(schema.stream.name)
+    if schema.full_name == RESULT:
+        return names.results_topic(record.get("query"))  # type: ignore[arg-type]
+    return _SERVICE_TOPICS[schema.full_name]
+
+
+def _check_finite(schema: _Schema, record: Any) -> None:
+    """Numbers must be finite (DESIGN section 1): NaN never compares, and +-inf is not
+    an event value anyone means."""
+    if schema.stream is not None and isinstance(record, Mapping):  # flat: fast path
+        items: Iterable[tuple[Any, Any]] = record.items()
+    else:
+        items = _numbers(record, None)
+    for column, value in items:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SchemaViolation(f"non-finite number in column {column} of "
+                                  f"{schema.full_name}: {value!r}")
+
+
+def _numbers(value: Any, column: str | None) -> Iterable[tuple[str | None, float]]:
+    if isinstance(value, float):
+        yield column, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _numbers(item, key if isinstance(key, str) else column)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _numbers(item, column)
+
+
+def _invalid_record(schema: _Schema, record: Mapping[str, Any],
+                    error: ValidationError) -> str:
+    """A readable reason from fastavro's validation errors: one line per field (a union
+    reports every branch it tried; they are joined with "or")."""
+    by_field: dict[str, tuple[Any, list[str]]] = {}
+    for data in error.errors:
+        field = getattr(data, "field", None) or schema.full_name
+        datum, expected = by_field.setdefault(field, (data.datum, []))
+        expected.append(_type_name(data.schema))
+    details = []
+    for field, (datum, expected) in list(by_field.items())[:3]:
+        top = field.removeprefix(schema.full_name + ".")
+        if datum is None and "." not in top and top not in record:
+            details.append(f"missing field {top!r} ({' or '.join(expected)})")
+        else:
+            details.append(f"{field}: got {_show(datum)}, expected {' or '.join(expected)}")
+    return f"invalid {schema.full_name} record: " + "; ".join(details)
+
+
+def _type_name(schema: Any) -> str:
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, list):
+        return " or ".join(_type_name(s) for s in schema)
+    if isinstance(schema, dict):
+        if schema.get("type") == "enum":
+            return f"one of {', '.join(schema.get('symbols', []))}"
+        if schema.get("type") in ("record", "fixed"):
+            return f"{schema['type']} {schema.get('name')}"
+        if schema.get("type") == "map":
+            return f"map of {_type_name(schema.get('values'))}"
+        if schema.get("type") == "array":
+            return f"array of {_type_name(schema.get('items'))}"
+        return _type_name(schema.get("type"))
+    return str(schema)

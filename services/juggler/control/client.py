@@ -1,0 +1,333 @@
+"""Send control commands and read the control plane back (`juggler query ...`).
+
+Why this shape:
+
+- A command is produced with an idempotent producer and acks=all, keyed by the query
+  id, so it is written once and survives a broker failure; its offset in
+  `juggler.control` identifies it.
+- To wait for its outcome without missing it, the end offset of
+  `juggler.control.status` is taken *before* producing, and statuses are read from
+  there until one has the same id and `command_offset`. A status for an earlier
+  command with the same id is skipped.
+- `read_control` reads both topics from the beginning to the end offsets they had when
+  it started, with `assign` (no consumer group, nothing committed): the control topic
+  is compacted, so its last command per id is the current state of that id.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from juggler.codec.avro import Codec, CodecError
+from juggler.control.commands import (ACCEPTED, REGISTER, REJECTED, Command,
+                                      CommandStatus)
+from juggler.kafka.names import CONTROL, CONTROL_STATUS, validate_query_id
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
+
+PENDING = "PENDING"
+"""The state of a command no status has answered yet (no worker running, or behind)."""
+
+
+class ControlError(RuntimeError):
+    """Kafka could not be used (unreachable, missing topic, failed produce)."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A produced command and, when waited for and answered in time, its status."""
+
+    command: Command
+    sent: Sent
+    status: CommandStatus | None
+
+
+@dataclass(frozen=True)
+class QueryState:
+    """The last command for one id in `juggler.control`, joined with its status."""
+
+    id: str
+    command: Command
+    offset: int
+    status: str  # ACCEPTED, REJECTED or PENDING (no status for this command yet)
+    message: str = ""  # the status's message
+    later: str = ""  # a later command that changed nothing (rejected) or not yet (pending)
+
+    @property
+    def registered(self) -> bool:
+        """The last command is a REGISTER (whatever its status)."""
+        return self.command.action == REGISTER
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "action": self.command.action, "text": self.command.text,
+                "history": self.command.history, "offset": self.offset,
+                "status": self.status, "message": self.message, "later": self.later}
+
+
+@dataclass
+class ControlView:
+    """Every id's state, in order of the offset of its last command, plus the messages
+    that could not be decoded (reported, not fatal)."""
+
+    queries: dict[str, QueryState] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def registered(self) -> list[QueryState]:
+        return [q for q in self.queries.values() if q.registered]
+
+
+# -- sending -------------------------------------------------------------------------
+
+
+def submit(bootstrap: str, command: Command, *, wait: bool = True, timeout: float = 30.0,
+           codec: Codec | None = None) -> Submission:
+    """Produce `command` to `juggler.control`; with `wait`, wait up to `timeout` seconds
+    for its status (`Submission.status` is None when none came)."""
+    validate_query_id(command.id)
+    codec = codec or Codec()
+    value = command.encode(codec)
+    deadline = time.monotonic() + timeout
+    start = _end_offsets(bootstrap, CONTROL_STATUS, timeout) if wait else None
+    sent = _produce(bootstrap, CONTROL, command.id.encode(), value, timeout)
+    status = None
+    if start is not None:
+        status = _find(bootstrap, CONTROL_STATUS, start, deadline,
+                       lambda msg: _matching_status(codec, msg, command.id, sent.offset))
+    return Submission(command, sent, status)
+
+
+def _matching_status(codec: Codec, msg: Message, query_id: str,
+                     offset: int) -> CommandStatus | None:
+    try:
+        status = CommandStatus.decode(codec, msg.value())
+    except CodecError:
+        return None
+    return status if status.id == query_id and status.command_offset == offset else None
+
+
+def _produce(bootstrap: str, topic: str, key: bytes, value: bytes, timeout: float) -> Sent:
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "acks": "all", "message.timeout.ms": max(1, int(timeout * 1000)),
+                         "log_level": 0})
+    _require_topic(producer, topic, timeout)
+    outcome: dict[str, Any] = {}
+
+    def delivered(err: Any, msg: Message) -> None:
+        outcome["err"], outcome["msg"] = err, msg
+
+    try:
+        producer.produce(topic, key=key, value=value, on_delivery=delivered)
+    except (KafkaException, BufferError) as exc:
+        raise ControlError(f"cannot produce to {topic}: {exc}") from None
+    producer.flush(timeout + 1)
+    if "msg" not in outcome:
+        raise ControlError(f"no acknowledgement from Kafka for the message to {topic} "
+                           f"within {timeout:g}s")
+    if outcome["err"] is not None:
+        raise ControlError(f"producing to {topic} failed: {outcome['err'].str()}")
+    msg = outcome["msg"]
+    return Sent(msg.topic(), msg.partition(), msg.offset())
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+def read_control(bootstrap: str, *, timeout: float = 30.0,
+                 codec: Codec | None = None) -> ControlView:
+    """Each id's state from the commands in `juggler.control` and their statuses,
+    read from the beginning up to the end offsets at the time of the call.
+
+    The last command per id wins, joined with its status, except that a command the
+    worker rejected (or has not answered yet) does not hide an earlier ACCEPTED one
+    still in the log: registering an id that is already registered is rejected and
+    changes nothing, so the id is shown with its accepted text and a note about the
+    later command. Once compaction has removed the accepted command, only the last
+    command is left to show."""
+    codec = codec or Codec()
+    view = ControlView()
+    history: dict[str, list[tuple[int, Command]]] = {}
+    for msg in _read_all(bootstrap, CONTROL, timeout):
+        query_id = _key(msg)
+        if msg.value() is None:  # a tombstone deletes the id
+            history.pop(query_id, None)
+            continue
+        try:
+            command = Command.decode(codec, msg.value())
+        except CodecError as exc:
+            view.warnings.append(f"{CONTROL} offset {msg.offset()}: {exc.reason}")
+            continue
+        commands = history.pop(command.id, [])  # re-insert: order by the last command
+        commands.append((_offset(msg), command))
+        history[command.id] = commands
+    statuses: dict[int, CommandStatus] = {}  # by command offset
+    for msg in _read_all(bootstrap, CONTROL_STATUS, timeout):
+        try:
+            status = CommandStatus.decode(codec, msg.value())
+        except CodecError as exc:
+            view.warnings.append(f"{CONTROL_STATUS} offset {msg.offset()}: {exc.reason}")
+            continue
+        statuses[status.command_offset] = status
+    for query_id, commands in history.items():
+        view.queries[query_id] = _state(query_id, commands, statuses)
+    return view
+
+
+def _state(query_id: str, commands: list[tuple[int, Command]],
+           statuses: dict[int, CommandStatus]) -> QueryState:
+    def answer(offset: int, command: Command) -> CommandStatus | None:
+        status = statuses.get(offset)
+        return status if status is not None and status.id == command.id else None
+
+    accepted: tuple[int, Command] | None = None
+    for offset, command in commands:
+        status = answer(offset, command)
+        if status is not None and status.accepted:
+            accepted = (offset, command)
+    last_offset, last = commands[-1]
+    last_status = answer(last_offset, last)
+    outcome = last_status.status if last_status else PENDING
+    message = last_status.message if last_status else ""
+    if accepted is not None and accepted[0] != last_offset \
+            and accepted[1].action == REGISTER:
+        later = f"{last.action} at offset {last_offset}: {outcome}" + \
+            (f": {message}" if message else "")
+        return QueryState(query_id, accepted[1], accepted[0], ACCEPTED,
+                          answer(*accepted).message, later)  # type: ignore[union-attr]
+    return QueryState(query_id, last, last_offset, outcome, message)
+
+
+def _offset(msg: Message) -> int:
+    offset = msg.offset()
+    assert offset is not None  # every consumed or delivered message has one
+    return offset
+
+
+def _key(msg: Message) -> str:
+    key = msg.key()
+    return key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    from confluent_kafka import Consumer
+
+    # assign() only: the group id is never joined and nothing is committed
+    return Consumer({"bootstrap.servers": bootstrap,
+                     "group.id": f"juggler-cli-{uuid.uuid4().hex[:8]}",
+                     "enable.auto.commit": False, "enable.auto.offset.store": False,
+                     "auto.offset.reset": "earliest", "log_level": 0})
+
+
+def _require_topic(client: Any, topic: str, timeout: float) -> int:
+    """The topic's partition count; a clear error when Kafka or the topic is missing."""
+    from confluent_kafka import KafkaException
+
+    try:
+        metadata = client.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise ControlError(f"cannot reach Kafka: {exc.args[0].str()}") from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        raise ControlError(f"topic {topic} does not exist; create the topics with "
+                           f"`juggler topics apply`")
+    return len(found.partitions)
+
+
+def _end_offsets(bootstrap: str, topic: str, timeout: float) -> dict[int, int]:
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        count = _require_topic(consumer, topic, timeout)
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                  timeout=timeout)[1]
+                for p in range(count)}
+    finally:
+        consumer.close()
+
+
+def _find(bootstrap: str, topic: str, start: dict[int, int], deadline: float,
+          match: Callable[[Message], Any]) -> Any:
+    """The first non-None `match(msg)` over messages from `start`, or None at deadline."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
+        while (left := deadline - time.monotonic()) > 0:
+            msg = consumer.poll(min(left, 0.5))
+            if msg is None or msg.error() is not None:
+                continue
+            found = match(msg)
+            if found is not None:
+                return found
+        return None
+    finally:
+        consumer.close()
+
+
+def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Message]:
+    """Every message from the beginning to the end offsets as of now, in offset order
+    per partition."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        count = _require_topic(consumer, topic, timeout)
+        ends = {}
+        for p in range(count):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                       timeout=timeout)
+            if high > low:
+                ends[p] = high
+        if not ends:
+            return []
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        messages: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while ends:
+            if time.monotonic() > deadline:
+                raise ControlError(f"reading {topic} to its end took more than "
+                                   f"{timeout:g}s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                _drop_finished(consumer, topic, ends)
+                continue
+            if msg.error() is not None:
+                continue
+            partition = msg.partition()
+            if partition in ends:
+                messages.append(msg)
+                if _offset(msg) >= ends[partition] - 1:
+                    del ends[partition]
+        return messages
+    finally:
+        consumer.close()
+
+
+def _drop_finished(consumer: Consumer, topic: str, ends: dict[int, int]) -> None:
+    """Partitions whose position reached the end though the last offset was no record
+    (a transaction marker, or a record compacted away)."""
+    from confluent_kafka import TopicPartition
+
+    for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
+        if tp.offset is not None and tp.partition is not None \
+                and tp.offset >= ends[tp.partition]:
+            del ends[tp.partition]
+
+
+__all__ = ["ControlError", "Sent", "Submission", "QueryState", "ControlView", "PENDING",
+           "ACCEPTED", "REJECTED", "submit", "read_control"]

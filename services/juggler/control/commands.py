@@ -1,0 +1,87 @@
+"""Control commands and statuses as Python values, and their Avro records.
+
+Why here and not in the codec: the worker (which applies commands and writes
+statuses) and the `juggler query` client (which writes commands and reads statuses)
+must build and read these records the same way; the codec only knows schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
+
+Action = Literal["REGISTER", "DEREGISTER"]
+Outcome = Literal["ACCEPTED", "REJECTED"]
+
+REGISTER: Action = "REGISTER"
+DEREGISTER: Action = "DEREGISTER"
+ACCEPTED: Outcome = "ACCEPTED"
+REJECTED: Outcome = "REJECTED"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `juggler.Command`: `text` is set for REGISTER and None for DEREGISTER."""
+
+    action: Action
+    id: str
+    text: str | None = None
+    history: bool = False
+
+    @classmethod
+    def register(cls, query_id: str, text: str, history: bool = False) -> Command:
+        return cls(REGISTER, query_id, text, history)
+
+    @classmethod
+    def deregister(cls, query_id: str) -> Command:
+        return cls(DEREGISTER, query_id)
+
+    def record(self) -> dict[str, Any]:
+        return {"action": self.action, "id": self.id, "text": self.text,
+                "history": self.history}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Command:
+        return cls(record["action"], record["id"], record["text"], record["history"])
+
+    def encode(self, codec: Codec) -> bytes:
+        return codec.encode(COMMAND, self.record())
+
+    @classmethod
+    def decode(cls, codec: Codec, data: bytes | None) -> Command:
+        return cls.from_record(codec.decode(COMMAND, data))
+
+
+@dataclass(frozen=True)
+class CommandStatus:
+    """A `juggler.CommandStatus`: the outcome of the command at `command_offset` of
+    `juggler.control`."""
+
+    id: str
+    action: Action
+    status: Outcome
+    message: str
+    command_offset: int
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == ACCEPTED
+
+    def record(self) -> dict[str, Any]:
+        return {"id": self.id, "action": self.action, "status": self.status,
+                "message": self.message, "command_offset": self.command_offset}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> CommandStatus:
+        return cls(record["id"], record["action"], record["status"], record["message"],
+                   record["command_offset"])
+
+    def encode(self, codec: Codec) -> bytes:
+        return codec.encode(COMMAND_STATUS, self.record())
+
+    @classmethod
+    def decode(cls, codec: Codec, data: bytes | None) -> CommandStatus:
+        return cls.from_record(codec.decode(COMMAND_STATUS, data))

@@ -1,0 +1,84 @@
+"""What `juggler query ...` prints, and its exit statuses.
+
+Why separate: the CLI stays a thin layer of options, and the texts are testable
+without Kafka.
+"""
+
+from __future__ import annotations
+
+import json
+
+from juggler.control.client import PENDING, ControlView, QueryState, Submission
+from juggler.control.commands import REGISTER
+from juggler.kafka.names import CONTROL
+
+EXIT_ACCEPTED = 0
+EXIT_REJECTED = 1
+EXIT_NO_STATUS = 3
+"""No status within --timeout: the command is in the control topic and takes effect
+when a worker reads it, but nobody confirmed it yet (no worker running, or behind)."""
+
+
+def submission(sub: Submission, *, waited: bool, timeout: float) -> tuple[str, int]:
+    """The line to print and the exit status for a sent command."""
+    cmd, sent = sub.command, sub.sent
+    where = f"{sent.topic} offset {sent.offset}"
+    if not waited:
+        return f"sent {cmd.action} {cmd.id} ({where}); not waiting for its status", 0
+    if sub.status is None:
+        return (f"no status for {cmd.action} {cmd.id} ({where}) within {timeout:g}s; is a "
+                f"worker running? The command stays in the control topic and takes "
+                f"effect when a worker reads it", EXIT_NO_STATUS)
+    if sub.status.accepted:
+        suffix = f": {sub.status.message}" if sub.status.message else ""
+        return f"ACCEPTED {cmd.action} {cmd.id} ({where}){suffix}", EXIT_ACCEPTED
+    return f"REJECTED {cmd.action} {cmd.id} ({where}): {sub.status.message}", EXIT_REJECTED
+
+
+def query_list(view: ControlView, *, as_json: bool = False) -> str:
+    queries = view.registered()
+    if as_json:
+        return json.dumps([q.to_json() for q in queries], indent=2)
+    if not queries:
+        return "no queries registered"
+    width = max(len("ID"), *(len(q.id) for q in queries))
+    lines = [f"{'ID':<{width}}  {'STATUS':<8}  {'OFFSET':>6}  TEXT"]
+    for q in queries:
+        lines.append(f"{q.id:<{width}}  {q.status:<8}  {q.offset:>6}  "
+                     f"{_one_line(q.command.text or '')}")
+        if q.message:
+            lines.append(f"{'':<{width}}  {q.message}")
+        if q.later:
+            lines.append(f"{'':<{width}}  later {q.later}")
+    return "\n".join(lines)
+
+
+def query_show(state: QueryState | None, query_id: str, *,
+               as_json: bool = False) -> tuple[str, int]:
+    """One query's text and status; exit status 1 when the id never appeared."""
+    if state is None:
+        return f"query {query_id} is not in {CONTROL}", 1
+    if as_json:
+        return json.dumps(state.to_json(), indent=2), 0
+    registered = state.command.action == REGISTER
+    status = state.status + (f": {state.message}" if state.message else "")
+    if state.status == PENDING:
+        status += " (no status for this command yet)"
+    lines = [
+        f"id:      {state.id}",
+        f"state:   {'registered' if registered else 'deregistered'} "
+        f"({state.command.action} at {CONTROL} offset {state.offset})",
+        f"status:  {status}",
+    ]
+    if state.later:
+        lines.append(f"later:   {state.later}")
+    if registered:
+        lines.append(f"history: {'true' if state.command.history else 'false'}")
+        lines.append("text:")
+        lines += [f"  {line}" for line in (state.command.text or "").splitlines()]
+    return "\n".join(lines), 0
+
+
+def _one_line(text: str, limit: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
