@@ -319,15 +319,13 @@ class JugglerEngine:
         """Partners of `child` for the queries in `group`, as (queries, candidates).
 
         Join first: each join list serves the queries that have a predicate in it, with
-        a JES probe over the loosest of their bounds; queries with no join predicate on
-        this stream fall back to the WES. Window first: one WES probe for all. The
-        adaptive order takes, per list, the JES only when its range holds fewer events
-        than the WES range (both counted without visiting events). A partner found for
-        two disjoint sets of queries is examined once for each."""
+        a JES probe over the loosest of their bounds, so a group of queries with
+        different joins is not left to a full window scan; queries with no join
+        predicate on this stream fall back to the WES. Window first: one WES probe for
+        all. A partner found for two disjoint sets of queries is examined once for each."""
         comparisons = self.manager.comparisons
         remaining = group
-        if join_first or self.manager.adaptive:
-            in_window = None
+        if join_first:
             for check in child.joins:
                 plist = check.plist
                 queries = remaining & plist.users
@@ -341,12 +339,6 @@ class JugglerEngine:
                 if ranges is None:
                     continue
                 index = store.index(check.partner_column)
-                if not join_first:
-                    if in_window is None:
-                        in_window = store.count_between(lo, hi) if lo <= hi else 0
-                    comparisons["J"] += 1
-                    if _count_in(index, ranges) >= in_window:
-                        continue
                 found = list(_irange_all(index, ranges))
                 comparisons["J"] += 1 + len(found)
                 yield queries, [h for h in found if lo <= h.ts <= hi]
