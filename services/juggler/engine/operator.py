@@ -146,17 +146,23 @@ class JugglerEngine:
         floor = ks.maxts - self.horizon - lateness
         if ks.floor is None or floor > ks.floor:
             ks.floor = floor
-        held = Held(event, self._seq)
-        self._seq += 1
+        seq = self._seq
+        self._seq = seq + 1
+        held = Held(event, seq)
         out: list[tuple] = []
         candidates = self.shared.stream_queries.get(event.stream, 0)
         if candidates:
             self._evaluate(ks, held, candidates, out, None)
-        ks.store(event.stream, self.config.bucket_ms).insert(held)
+        store = ks.streams.get(event.stream)
+        if store is None:
+            store = ks.store(event.stream, self.config.bucket_ms)
+        store.insert(held)
         if ks.purged_to is None or ks.floor - ks.purged_to >= self.config.bucket_ms:
             ks.purge()
-        self.manager.tick()
-        return _sorted(out)
+        manager = self.manager
+        if manager.adaptive and not (seq + 1) % manager.period:
+            manager.remeasure()
+        return _sorted(out) if out else []
 
     def snapshot(self, key: str) -> KeySnapshot | None:
         """What must survive a restart for one key: its `maxts`, its floor and its held

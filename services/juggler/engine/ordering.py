@@ -14,7 +14,7 @@ type evaluated last is still measured:
 Selectivities alone cannot tell that an attribute filter costs one cached bitmask AND
 while a join filter probes several predicate lists, so the order is the one the
 thesis's cost model (chapter 5.1) rates cheapest for the measured selectivities and
-probe counts. Counts are halved at every re-measure so the order follows drift.
+probe counts. Counts decay at every re-measure so the order follows drift without chasing noise.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class PredicateTypeManager:
     setting: str = "adaptive"
     period: int = 128
     sample_every: int = 16
+    decay: float = 0.75  # weight old counts keep at each re-measure; longer memory than a drift cycle's swings
     min_samples: int = 8  # new sampled tuples a re-measure waits for
     hysteresis: float = 0.9  # a new order must look this much cheaper to replace the current one
     order: str = "AJW"
@@ -62,7 +63,6 @@ class PredicateTypeManager:
     _probe_sum: dict[str, float] = field(default_factory=_zeros)
     _partner_sum: float = 0.0
     _expansions: float = 0.0
-    _events: int = 0
     _fresh: int = 0  # sampled tuples since the last re-measure
 
     def __post_init__(self) -> None:
@@ -87,24 +87,24 @@ class PredicateTypeManager:
         for kind, count in probes.items():
             self._probe_sum[kind] += count
 
-    def tick(self) -> None:
-        """Called once per event; re-measures and possibly reorders every `period`."""
-        self._events += 1
-        if self._events % self.period or self.setting != "adaptive" or self._fresh < self.min_samples:
+    def remeasure(self) -> None:
+        """Called every `period` events by an adaptive operator: turns the samples into
+        selectivities and possibly reorders, once enough new samples came in."""
+        if self._fresh < self.min_samples:
             return
         self._fresh = 0
         for kind in MEASURES:
             if self._seen[kind] >= 1:
                 self.selectivity[kind] = self._passed[kind] / self._seen[kind]
-            self._seen[kind] /= 2
-            self._passed[kind] /= 2
+            self._seen[kind] *= self.decay
+            self._passed[kind] *= self.decay
         if self._expansions >= 1:
             self.partners = self._partner_sum / self._expansions
             for kind in ("J", "W", "J|A", "W|A"):
                 self.probes[kind] = self._probe_sum[kind] / self._expansions
-                self._probe_sum[kind] /= 2
-            self._partner_sum /= 2
-            self._expansions /= 2
+                self._probe_sum[kind] *= self.decay
+            self._partner_sum *= self.decay
+            self._expansions *= self.decay
         order = min(STATIC_ORDERS, key=lambda o: (self.cost(o), o != self.order))
         if order != self.order and self.cost(order) < self.hysteresis * self.cost(self.order):
             self.order = order

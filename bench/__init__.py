@@ -1,0 +1,8 @@
+"""Juggler's benchmarks: the standard workloads S, J and D of /work/shared/BENCHMARKS.md.
+
+    python -m bench.run [--quick] [--only S,J,D] [--repeats 3] [--out docs/benchmarks.md]
+
+`workloads` generates the seeded queries (as text) and events, `measure` runs one
+(workload, size, engine) measurement in a fresh subprocess, `run` drives the grid,
+prints the tables, writes `docs/benchmarks.md` and draws the PNG figures.
+"""

@@ -1,0 +1,446 @@
+"""Seeded generators for the standard workloads S, J and D (/work/shared/BENCHMARKS.md).
+
+Every generator returns a `Workload`: the queries as TEXT (what a user registers; they
+are compiled with `juggler.language.compile_query`, like the service does) and a
+factory for a fresh, deterministic event iterator. The same (workload, parameters,
+seed) always gives the same queries and the same events, so the engine and the naive
+baseline, and every repeat, measure the same work.
+
+S  many single-stream selection queries (CACQ's experiment): one stream `S`, columns
+   a..e uniform on [0, 100), one key; 1-3 tail range predicates per query, constants
+   from 20 values per (column, operator), ~0.1% of events match a query.
+J  many join queries over B, H, T (thesis columns), 20 keys, 50 events/s per stream per
+   key in event time, in timestamp order; 1-2 attribute, 1-2 join and 1 window
+   predicate per query, MAXWINDOW in {2, 5, 10, 20} s, a target share of predicates
+   falling into a predicate list another query already uses (the overlap level).
+D  the thesis Figure 5.8 query plus 20 variants; halfway through, the data drifts so the
+   most selective predicate type changes from attribute to window.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from juggler.engine.events import Event
+from juggler.language import ColumnType, Query, compile_query
+
+NUMBER = ColumnType.NUMBER
+
+
+@dataclass
+class Workload:
+    """Queries (id, text), the catalog they compile against, and the events."""
+
+    name: str
+    params: dict
+    catalog: dict[str, dict[str, ColumnType]]
+    queries: list[tuple[str, str]]
+    events: Callable[[], Iterator[Event]]
+    """A fresh, seeded iterator over the events, in arrival order, each call."""
+    length: int | None = None
+    """Number of events for fixed-length workloads (D); None when the iterator is endless."""
+    checkpoints: tuple[int, ...] = ()
+    """Event counts at which a measurement records the engine's counters (D: the shift)."""
+    info: dict = field(default_factory=dict)
+
+    def compiled(self) -> list[Query]:
+        return [compile_query(qid, text, self.catalog) for qid, text in self.queries]
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    text = f"{x:.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _signed(x: float, digits: int = 2) -> str:
+    """` + 3.5` / ` - 3.5` / `` for an offset written after an expression."""
+    text = _fmt(abs(x), digits)
+    if text == "0":
+        return ""
+    return f" + {text}" if x > 0 else f" - {text}"
+
+
+# --------------------------------------------------------------------------- S
+
+S_COLUMNS = ("a", "b", "c", "d", "e")
+S_OPS = (">", ">=", "<", "<=")
+S_CATALOG = {"S": {c: NUMBER for c in S_COLUMNS}}
+# Each (column, operator) has 20 constants: 7 for one-predicate queries, 7 for two and
+# 6 for three. A k-predicate query's predicates each hold with probability about
+# 0.001 ** (1/k), so the query matches ~0.1% of events whatever k is.
+_S_TIERS = {1: range(0, 7), 2: range(7, 14), 3: range(14, 20)}
+
+
+def _s_constants() -> dict[tuple[str, str], list[float]]:
+    table = {}
+    for column in S_COLUMNS:
+        for op in S_OPS:
+            values = []
+            for k, slots in _S_TIERS.items():
+                base = 0.001 ** (1 / k)
+                m = len(slots)
+                for j in range(m):
+                    p = base * math.exp(-0.3 + 0.6 * j / (m - 1))  # +-30% around the tier
+                    values.append(round(100 * (1 - p) if op in (">", ">=") else 100 * p, 3))
+            assert len(set(values)) == 20
+            table[column, op] = values
+    return table
+
+
+def workload_s(n: int, seed: int = 1) -> Workload:
+    """Workload S with `n` queries."""
+    rng = random.Random(f"S-queries-{seed}")
+    constants = _s_constants()
+    queries = []
+    for i in range(n):
+        k = rng.randint(1, 3)
+        preds = []
+        for column in rng.sample(S_COLUMNS, k):
+            op = rng.choice(S_OPS)
+            value = constants[column, op][rng.choice(_S_TIERS[k])]
+            preds.append(f"S.{column} {op} {_fmt(value, 3)}")
+        queries.append((f"s{i}", "SELECT * FROM S WHERE " + " AND ".join(preds)))
+
+    def events() -> Iterator[Event]:
+        r = random.Random(f"S-events-{seed}").random
+        for i in itertools.count():
+            yield Event("S", "k0", i, {"a": r() * 100, "b": r() * 100, "c": r() * 100,
+                                       "d": r() * 100, "e": r() * 100}, i)
+
+    return Workload("S", {"n": n, "seed": seed}, S_CATALOG, queries, events)
+
+
+# --------------------------------------------------------------------------- J
+
+J_CATALOG = {
+    "B": {"pressure": NUMBER, "temp": NUMBER},
+    "H": {"beatrate": NUMBER, "vib": NUMBER},
+    "T": {"fluct": NUMBER, "degree": NUMBER, "incr": NUMBER},
+}
+J_STREAMS = ("B", "H", "T")
+J_WINDOWS_S = (2, 5, 10, 20)
+J_FACTORS = ("1", "2", "0.5", "1.5", "3", "0.25", "2.5", "0.75", "4", "1.25")
+FAMILY_OPS = {"lower": (">", ">="), "upper": ("<", "<=")}
+J_TARGET = 0.02
+"""Expected results per event of a query's streams, what the constants are tuned for
+(results stay moderate, so output does not dominate the measurement)."""
+
+
+def _j_combinations() -> dict[str, list[tuple]]:
+    """The space of predicate lists: a list is (stream(s), column(s), operator family,
+    factor) -- exactly what the engine shares one list between (DESIGN 6)."""
+    attr, join, window = [], [], []
+    for stream in J_STREAMS:
+        for column in J_CATALOG[stream]:
+            for fam in FAMILY_OPS:
+                attr.append(("A", stream, column, fam))
+    for ls, rs in itertools.combinations(J_STREAMS, 2):
+        for lc in J_CATALOG[ls]:
+            for rc in J_CATALOG[rs]:
+                for factor in J_FACTORS:
+                    for fam in FAMILY_OPS:
+                        join.append(("J", ls, lc, rs, rc, factor, fam))
+        for fam in FAMILY_OPS:
+            window.append(("W", ls, rs, fam))
+    return {"A": attr, "J": join, "W": window}
+
+
+def _streams_of(key: tuple) -> tuple[str, ...]:
+    return (key[1],) if key[0] == "A" else (key[1], key[3]) if key[0] == "J" else (key[1], key[2])
+
+
+def _columns_of(key: tuple) -> set[tuple[str, str]]:
+    """The data columns a predicate list reads (window predicates read only `ts`)."""
+    if key[0] == "A":
+        return {(key[1], key[2])}
+    if key[0] == "J":
+        return {(key[1], key[2]), (key[3], key[4])}
+    return set()
+
+
+def _diff_cdf(f: float, k: float) -> float:
+    """P(x - f*y <= k) for x, y independent uniform on [0, 100), f > 0 (exact)."""
+    a, b = k / 100.0, f  # x/100 <= a + b*y/100 with y/100 uniform on [0, 1)
+    y0, y1 = -a / b, (1 - a) / b  # where a + b*y crosses 0 and 1
+    lo, hi = min(max(y0, 0.0), 1.0), min(max(y1, 0.0), 1.0)
+    return (hi - lo) * a + b * (hi * hi - lo * lo) / 2 + (1 - hi)
+
+
+def _diff_quantile(f: float, p: float) -> float:
+    lo, hi = -100.0 * f - 1, 101.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if _diff_cdf(f, mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _j_predicate(key: tuple, s: float, window_ms: int, rng: random.Random) -> tuple[str, str]:
+    """(clause, text) of a predicate in list `key` that holds with probability ~`s`."""
+    kind, fam = key[0], key[-1]
+    op = rng.choice(FAMILY_OPS[fam])
+    if kind == "A":  # column uniform on [0, 100)
+        value = 100 * (1 - s) if fam == "lower" else 100 * s
+        return "WHERE", f"{key[1]}.{key[2]} {op} {_fmt(value)}"
+    if kind == "J":  # d = left - f*right, "left op f*right + k"
+        _, ls, lc, rs, rc, factor, _ = key
+        k = _diff_quantile(float(factor), 1 - s if fam == "lower" else s)
+        scaled = f"{rs}.{rc}" if factor == "1" else f"{factor} * {rs}.{rc}"
+        return "WHERE", f"{ls}.{lc} {op} {scaled}{_signed(k)}"
+    # window: d = left.ts - right.ts, taken as uniform on [-W, W] within MAXWINDOW
+    _, ls, rs, _ = key
+    k = window_ms * (1 - 2 * s) if fam == "lower" else window_ms * (2 * s - 1)
+    return "WINDOW", f"{ls}.ts {op} {rs}.ts{_signed(round(k, -1), 0)}"
+
+
+def j_queries(n: int, overlap: float, seed: int = 1, rate: float = 50.0,
+              target: float = J_TARGET) -> tuple[list[tuple[str, str]], dict]:
+    """`n` join queries; `overlap` is the target share of predicates that go into a
+    predicate list some earlier query already uses ("overlap"), the rest into a list
+    no query uses yet ("new"). When the wanted kind is impossible (no earlier list fits
+    the query's streams, or every list of that kind is taken) the other is used and
+    counted, so the achieved share is reported next to the target."""
+    rng = random.Random(f"J-queries-{n}-{overlap}-{seed}")
+    space = _j_combinations()
+    used: set[tuple] = set()
+    stats = {"predicates": 0, "overlapping": 0, "forced_new": 0, "forced_overlap": 0,
+             "dropped": 0}
+    forced_by_kind = {"A": 0, "J": 0, "W": 0}
+    pools: dict[tuple[str, tuple[str, ...]], list[tuple]] = {}
+    queries = []
+    for i in range(n):
+        streams = tuple(sorted(rng.sample(J_STREAMS, rng.choice((2, 3)))))
+        window_s = rng.choice(J_WINDOWS_S)
+        # Joins first, then attributes, then the window predicate. Within one query a
+        # column is used by at most one predicate, so its predicates are independent
+        # (the columns are) and the constants below give the intended result rate;
+        # a join is only taken if it leaves a column for the attribute predicate.
+        slots = ["J"] * rng.randint(1, 2) + ["A"] * rng.randint(1, 2) + ["W"]
+        free_columns = {(s, c) for s in streams for c in J_CATALOG[s]}
+        chosen: list[tuple] = []
+        for kind in slots:
+            pool = pools.get((kind, streams))
+            if pool is None:
+                pool = pools[kind, streams] = [k for k in space[kind]
+                                              if set(_streams_of(k)) <= set(streams)]
+            free = [k for k in pool if k not in chosen and _columns_of(k) <= free_columns
+                    and (kind != "J" or len(free_columns) >= 3)]
+            if kind == "W" and len(streams) == 3:  # connect all three streams
+                joined = {frozenset(_streams_of(k)) for k in chosen if k[0] == "J"}
+                free = [k for k in free if frozenset(_streams_of(k)) not in joined] or free
+            if not free:
+                stats["dropped"] += 1  # e.g. a second join on B, H would use every column
+                continue
+            old = [k for k in free if k in used]
+            new = [k for k in free if k not in used]
+            if rng.random() < overlap:
+                if old:
+                    key = rng.choice(old)
+                else:
+                    key = rng.choice(new)
+                    if i:
+                        stats["forced_new"] += 1
+            elif new:
+                key = rng.choice(new)
+            else:
+                key = rng.choice(old)
+                stats["forced_overlap"] += 1
+                forced_by_kind[kind] += 1
+            stats["overlapping"] += key in used
+            stats["predicates"] += 1
+            chosen.append(key)
+            free_columns -= _columns_of(key)
+        slots = [k[0] for k in chosen]
+        used.update(chosen)
+        # Constants: expected combinations per event of the query's streams are about
+        # (k/3) * (rate * W)^(k-1); spread the selectivity that leaves `target` results.
+        k = len(streams)
+        combos = (k / 3) * (rate * window_s) ** (k - 1)
+        s_window = rng.uniform(0.3, 0.7)
+        others = len(slots) - 1
+        s_other = min(0.9, max(0.0001, (target / combos / s_window) ** (1 / others)))
+        clauses: dict[str, list[str]] = {"WINDOW": [], "WHERE": []}
+        for key in chosen:
+            s = s_window if key[0] == "W" else s_other * math.exp(rng.uniform(-0.2, 0.2))
+            clause, text = _j_predicate(key, min(s, 0.95), window_s * 1000, rng)
+            clauses[clause].append(text)
+        text = (f"SELECT *\nFROM {', '.join(streams)}\n"
+                f"WINDOW {' AND '.join(clauses['WINDOW'])}\n"
+                f"MAXWINDOW {window_s} sec\n"
+                f"WHERE {' AND '.join(clauses['WHERE'])}")
+        queries.append((f"j{i}", text))
+    stats["achieved_overlap"] = stats["overlapping"] / max(1, stats["predicates"])
+    stats["lists_used"] = len(used)
+    stats["space"] = {kind: len(v) for kind, v in space.items()}
+    stats["forced_overlap_by_kind"] = forced_by_kind
+    return queries, stats
+
+
+def j_events(keys: int = 20, rate: float = 50.0, base_keys: int = 20,
+             seed: int = 1) -> Callable[[], Iterator[Event]]:
+    """B, H, T events, in timestamp order. The total event rate is `rate` events/s per
+    stream per key at `base_keys` keys, spread over `keys` keys (J-keys keeps the total
+    rate and spreads it over 10,000 keys). Each (stream, key) emits one event every
+    `period` ms at its own fixed phase; column values are uniform on [0, 100)."""
+    period = round(1000 * keys / (rate * base_keys))
+    rng = random.Random(f"J-phases-{keys}-{seed}")
+    slots = sorted((rng.randrange(period), stream, f"k{key}")
+                   for stream in J_STREAMS for key in range(keys))
+    columns = {s: tuple(J_CATALOG[s]) for s in J_STREAMS}
+
+    def events() -> Iterator[Event]:
+        r = random.Random(f"J-events-{keys}-{seed}").random
+        position = 0
+        for cycle in itertools.count():
+            base = cycle * period
+            for phase, stream, key in slots:
+                yield Event(stream, key, base + phase, {c: r() * 100 for c in columns[stream]},
+                            position)
+                position += 1
+
+    return events
+
+
+def workload_j(n: int, overlap: float = 0.5, keys: int = 20, seed: int = 1,
+               rate: float = 50.0, base_keys: int = 20) -> Workload:
+    """Workload J (and J-keys with keys=10000): `n` queries at the `overlap` level.
+
+    The events: `rate` events/s per stream per key at `base_keys` keys, that total
+    spread over `keys` keys. The queries (and their constants, tuned for `rate` per
+    key) do not depend on `keys`, so J-keys runs exactly J's queries. Tests shrink
+    `rate` and `base_keys` to get a small instance."""
+    queries, stats = j_queries(n, overlap, seed, rate)
+    name = "J" if keys == base_keys else "J-keys"
+    return Workload(name, {"n": n, "overlap": overlap, "keys": keys, "seed": seed,
+                           "rate": rate, "base_keys": base_keys},
+                    J_CATALOG, queries, j_events(keys, rate, base_keys, seed), info=stats)
+
+
+# --------------------------------------------------------------------------- D
+
+D_QUERY = """Select *
+From B,H,T
+Window B.ts <= T.ts and H.ts <= T.ts
+MaxWindow 20sec
+Where B.pressure < 90 and
+      H.beatrate > 115 and
+      B.pressure <= H.vib and
+      B.ts <= H.ts and
+      T.fluct lt 200 and
+      B.temp lt= T.degree and
+      H.vib lt= T.fluct"""
+"""Thesis Figure 5.8, exactly as printed."""
+
+D_VARIANT = """Select *
+From B,H,T
+Window B.ts <= T.ts{w1} and H.ts <= T.ts{w2}
+MaxWindow 20sec
+Where B.pressure < {p} and
+      H.beatrate > {b} and
+      B.pressure <= H.vib{j1} and
+      B.ts <= H.ts{w3} and
+      T.fluct lt {f} and
+      B.temp lt= T.degree{j2} and
+      H.vib lt= T.fluct{j3}"""
+
+
+def d_queries(variants: int = 20, seed: int = 1) -> list[tuple[str, str]]:
+    """Figure 5.8 and `variants` copies with other constants (same predicate lists)."""
+    rng = random.Random(f"D-queries-{seed}")
+    queries = [("d0", D_QUERY)]
+    for i in range(1, variants + 1):
+        queries.append((f"d{i}", D_VARIANT.format(
+            p=rng.randint(85, 95), b=rng.randint(110, 120), f=rng.randint(190, 210),
+            j1=_signed(rng.choice((-4, -2, 0, 2, 4)), 0), j2=_signed(rng.choice((-1, 0, 1)), 0),
+            j3=_signed(rng.choice((-10, -5, 0, 5, 10)), 0),
+            w1=_signed(rng.choice((0, 0, 500, 1000)), 0),
+            w2=_signed(rng.choice((0, 0, 500, 1000)), 0),
+            w3=_signed(rng.choice((0, 0, 500, 1000)), 0))))
+    return queries
+
+
+def d_events(cycles: int = 16, keys: int = 2, per_cycle: int = 60, cycle_ms: int = 45_000,
+             seed: int = 1, hold: tuple[float, float] = (0.05, 0.95)
+             ) -> Callable[[], Iterator[Event]]:
+    """The drifting data. Per key, every `cycle_ms` each stream emits `per_cycle` events
+    (evenly spaced, at its own phase), active for 20 s, then the key is quiet for the
+    rest of the cycle so consecutive cycles never meet within MAXWINDOW 20 s.
+
+    First half ("attributes select"): B.pressure, H.beatrate and T.fluct rarely satisfy
+    the attribute predicates (about 5% each); B and H fill the first 18 s and T the last
+    2 s, so `B.ts <= T.ts`, `H.ts <= T.ts` hold for every B/H/T combination in reach.
+    Second half ("windows select"): the attributes hold ~95% of the time, and T fills
+    the first 2 s, before B and H, so the window predicates rarely hold. `hold` is the
+    probability of an attribute predicate holding in each half.
+    """
+    keys_ = [f"k{k}" for k in range(keys)]
+
+    def schedule(cycle: int, rng: random.Random) -> list[tuple[int, str, str]]:
+        second_half = cycle >= cycles // 2
+        t0 = cycle * cycle_ms
+        out = []
+        for key in keys_:
+            spans = {"B": (0, 18_000), "H": (0, 18_000), "T": (18_000, 20_000)}
+            if second_half:
+                spans = {"B": (2_000, 20_000), "H": (2_000, 20_000), "T": (0, 2_000)}
+            for stream, (a, b) in spans.items():
+                step = (b - a) / per_cycle
+                phase = rng.random() * step
+                for j in range(per_cycle):
+                    out.append((t0 + a + int(phase + j * step), stream, key))
+        out.sort()
+        return out
+
+    def values(stream: str, second_half: bool, r: random.Random) -> dict[str, float]:
+        holds = r.random() < hold[second_half]  # the attribute predicate of this stream
+        if stream == "B":
+            pressure = r.uniform(60, 84) if holds else r.uniform(96, 180)
+            return {"pressure": pressure, "temp": r.uniform(35, 42)}
+        if stream == "H":
+            beatrate = r.uniform(121, 160) if holds else r.uniform(50, 109)
+            return {"beatrate": beatrate, "vib": r.uniform(60, 200)}
+        fluct = r.uniform(100, 189) if holds else r.uniform(211, 300)
+        return {"fluct": fluct, "degree": r.uniform(35, 42), "incr": r.uniform(0, 10)}
+
+    def events() -> Iterator[Event]:
+        r = random.Random(f"D-values-{seed}")
+        position = 0
+        for cycle in range(cycles):
+            second_half = cycle >= cycles // 2
+            for ts, stream, key in schedule(cycle, r):
+                yield Event(stream, key, ts, values(stream, second_half, r), position)
+                position += 1
+
+    return events
+
+
+def workload_d(cycles: int = 16, keys: int = 2, per_cycle: int = 60, seed: int = 1,
+               variants: int = 20, hold: tuple[float, float] = (0.05, 0.95)) -> Workload:
+    """Workload D: Figure 5.8 + `variants` queries; the checkpoint is the shift."""
+    length = cycles * keys * 3 * per_cycle
+    return Workload("D", {"cycles": cycles, "keys": keys, "per_cycle": per_cycle, "seed": seed,
+                          "variants": variants, "hold": list(hold)},
+                    J_CATALOG, d_queries(variants, seed),
+                    d_events(cycles, keys, per_cycle, seed=seed, hold=tuple(hold)),
+                    length=length, checkpoints=(length // 2,))
+
+
+# --------------------------------------------------------------------------- lookup
+
+def build(name: str, **params) -> Workload:
+    """A workload by name ("S", "J", "J-keys", "D") and its parameters."""
+    if name == "S":
+        return workload_s(**params)
+    if name in ("J", "J-keys"):
+        return workload_j(**params)
+    if name == "D":
+        return workload_d(**params)
+    raise ValueError(f"unknown workload {name!r}")
