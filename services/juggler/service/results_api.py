@@ -1,0 +1,162 @@
+"""Results for clients that come and go (PSoup): `GET /queries/<id>/results?after=`.
+
+The results topic is the result store: it is retained, only committed transactions are
+visible to a read_committed reader, and a position in it never changes. So the API
+keeps no copy: it reads the topic from the client's cursor and returns what is there.
+
+A cursor is opaque to clients: URL-safe base64 of the next offset to read per
+partition. No `after` means from the beginning (the oldest retained result). A client
+that stores `next` and comes back later gets every result committed since, once: the
+cursor only advances past results that were returned. Also `GET /queries`,
+`GET /health` and `GET /metrics` on the same port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import time
+from typing import Any
+
+from juggler.codec.avro import RESULT, CodecError
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 10_000
+
+
+class BadCursor(ValueError):
+    pass
+
+
+class UnknownTopic(LookupError):
+    pass
+
+
+def encode_cursor(offsets: dict[int, int]) -> str:
+    text = ",".join(f"{p}:{o}" for p, o in sorted(offsets.items()))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> dict[int, int]:
+    if not cursor:
+        return {}
+    try:
+        text = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_",
+                                validate=True).decode()
+        offsets = {}
+        for part in filter(None, text.split(",")):
+            p, o = part.split(":")
+            offsets[int(p)] = int(o)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadCursor(f"not a cursor returned by this API: {cursor[:40]!r}") from None
+    if any(p < 0 or o < 0 for p, o in offsets.items()):
+        raise BadCursor(f"not a cursor returned by this API: {cursor[:40]!r}")
+    return offsets
+
+
+def read_results(bootstrap: str, topic: str, codec: Any, after: dict[int, int], limit: int,
+                 timeout: float = 5.0) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """Up to `limit` committed results after the cursor, and the cursor after them.
+
+    Blocking (confluent-kafka); the web view runs it in a thread."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "juggler-results-api",  # required by the client; nothing is committed
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "log_level": 0,
+    })
+    try:
+        md = consumer.list_topics(topic, timeout=timeout)
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise UnknownTopic(topic)
+        positions: dict[int, int] = {}
+        done: set[int] = set()
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            positions[p] = max(after.get(p, low), low)  # retention may have removed older ones
+            if positions[p] >= high:
+                done.add(p)
+        results: list[dict[str, Any]] = []
+        todo = [TopicPartition(topic, p, positions[p]) for p in positions if p not in done]
+        if todo:
+            consumer.assign(todo)
+            deadline = time.monotonic() + timeout
+            while len(results) < limit and len(done) < len(positions) \
+                    and time.monotonic() < deadline:
+                message = consumer.poll(0.1)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        done.add(message.partition())
+                        continue
+                    raise RuntimeError(f"reading {topic}: {message.error()}")
+                p = message.partition()
+                if p in done:
+                    continue
+                try:
+                    record = codec.decode(RESULT, message.value())
+                except CodecError as exc:
+                    record = {"error": exc.reason}
+                record["position"] = {"topic": topic, "partition": p, "offset": message.offset()}
+                results.append(record)
+                positions[p] = message.offset() + 1
+        return results, positions
+    finally:
+        consumer.close()
+
+
+def install(worker: Any) -> None:
+    import faust
+
+    app = worker.app
+
+    @app.page("/queries/{query_id}/results")
+    class Results(faust.web.View):
+        async def get(self, request: Any, query_id: str) -> Any:
+            problem = worker.names.query_id_problem(query_id)
+            if problem:
+                return self.json({"error": problem}, status=400)
+            try:
+                after = decode_cursor(request.query.get("after"))
+                limit = int(request.query.get("limit", DEFAULT_LIMIT))
+                if not 1 <= limit <= MAX_LIMIT:
+                    raise ValueError
+            except BadCursor as exc:
+                return self.json({"error": str(exc)}, status=400)
+            except ValueError:
+                return self.json({"error": f"limit must be an integer from 1 to {MAX_LIMIT}"},
+                                 status=400)
+            try:
+                results, positions = await asyncio.to_thread(
+                    read_results, worker.settings.bootstrap, worker.names.results(query_id),
+                    worker.codec, after, limit)
+            except UnknownTopic:
+                return self.json({"error": f"no results topic for query {query_id!r}"},
+                                 status=404)
+            return self.json({"results": results, "next": encode_cursor(positions)})
+
+    @app.page("/queries")
+    class Queries(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            return self.json({"queries": worker.registered_queries()})
+
+    @app.page("/health")
+    class Health(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            return self.json({"status": "ok", "app": worker.settings.app_id,
+                              "partitions": sorted(pe.partition for pe in worker.engines)})
+
+    @app.page("/metrics")
+    class Metrics(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            from juggler.service.metrics import CONTENT_TYPE
+
+            return self.bytes(worker.metrics.expose(), content_type=CONTENT_TYPE)

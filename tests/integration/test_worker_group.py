@@ -1,0 +1,71 @@
+"""Two workers share the partitions of one consumer group: a second worker joins in the
+middle of the stream (a rebalance moves a partition, its engine is rebuilt from the
+changelogs on the new owner), then leaves again; the results stay exactly the
+reference's."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import pytest
+from test_worker import LATENESS, Q1, Q2, Reference, generate
+from test_worker_harness import Client, WorkerProcess, by_query, diff, unique
+
+pytestmark = pytest.mark.integration
+
+
+def _partitions(worker: WorkerProcess) -> list[int]:
+    status, body = worker.get("/health")
+    return body["partitions"] if status == 200 else []
+
+
+def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, tmp_path) -> None:
+    app_id = unique("g")
+    prefix = f"{app_id}."
+    first = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, allowed_lateness=LATENESS,
+                          batch_max=50)
+    second = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, allowed_lateness=LATENESS,
+                           batch_max=50)
+    client = Client(kafka_bootstrap, prefix)
+
+    def revive() -> None:
+        first.revive()
+        second.revive()
+
+    client.watch = revive
+    ref = Reference()
+    streams = [client.names.stream(s) for s in "BHKT"]
+    records = generate(random.Random(5), 900, 1_000_000)
+    try:
+        first.start()
+        for qid, text in (("q1", Q1), ("q2", Q2)):
+            assert client.wait_status(client.command("REGISTER", qid, text))["status"] == "ACCEPTED"
+            ref.register(qid, text)
+        ref.process(client.send_events(records[:300]))
+        client.wait_consumed(app_id, streams)
+
+        second.start()
+        ref.process(client.send_events(records[300:600]))
+        client.wait_consumed(app_id, streams, timeout=120)
+        deadline = time.monotonic() + 60
+        while not (_partitions(first) and _partitions(second)):
+            # a worker builds an engine at its partition's first event after assignment
+            assert time.monotonic() < deadline, (_partitions(first), _partitions(second))
+            ref.process(client.send_events(records[600:620]))
+            records = records[:600] + records[620:]
+            client.wait_consumed(app_id, streams, timeout=120)
+        assert sorted(_partitions(first) + _partitions(second)) == [0, 1]
+
+        second.stop()  # leaves the group: its partition goes back to the first worker
+        ref.process(client.send_events(records[600:]))
+        client.wait_consumed(app_id, streams, timeout=120)
+
+        expected = by_query(ref.results)
+        for qid in ("q1", "q2"):
+            actual = Counter(r.identity() for r in client.results(qid))
+            assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
+    finally:
+        second.stop()
+        first.stop()
