@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, CodecError
-from juggler.service.event_agent import CONTROL_OFFSET_HEADER, InputGap, batches
+from juggler.service.event_agent import CONTROL_OFFSET_HEADER, InputGap, batch_agent
 from juggler.service.input_positions import (
     as_faust_tps,
     committed_offsets,
@@ -125,18 +125,7 @@ class ControlPlane:
 
 
 def install(worker: Any) -> ControlPlane:
-    app = worker.app
     plane = ControlPlane(worker)
-    channel = app.topic(worker.names.control, key_serializer="raw", value_serializer="raw")
-
-    async def control(stream: Any) -> None:
-        async for batch in batches(stream, 100):
-            try:
-                await plane.process_batch(batch)
-            except Exception as exc:
-                log.exception("control agent failed; stopping the worker")
-                await worker.fail(exc)
-                raise
-
-    app.agent(channel, name="juggler.control")(control)
+    channel = worker.app.topic(worker.names.control, key_serializer="raw", value_serializer="raw")
+    batch_agent(worker, channel, "juggler.control", plane, 100)
     return plane

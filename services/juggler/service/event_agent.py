@@ -243,18 +243,22 @@ def install(worker: Any) -> Any:
     topics = [worker.names.stream(s) for s in worker.codec.stream_names()]
     channel = app.topic(*topics, worker.names.fanout, key_serializer="raw",
                         value_serializer="raw")
+    batch_agent(worker, channel, "juggler.events", processor, settings.batch_max)
+    return processor
 
-    async def events(stream: Any) -> None:
-        async for batch in batches(stream, settings.batch_max):
+
+def batch_agent(worker: Any, channel: Any, name: str, processor: Any, batch_max: int) -> None:
+    """Declare an agent that hands batches to `processor.process_batch` and stops the
+    worker on any failure: the engines may be ahead of what was committed, and only a
+    restart from the committed state (tables and offsets) is safe."""
+
+    async def agent(stream: Any) -> None:
+        async for batch in batches(stream, batch_max):
             try:
                 await processor.process_batch(batch)
             except Exception as exc:
-                # The engines may be ahead of what was committed: only a restart from the
-                # committed state (tables + offsets) is safe.
-                log.exception("events agent failed; stopping the worker")
+                log.exception("%s agent failed; stopping the worker", name)
                 await worker.fail(exc)
                 raise
 
-    app.agent(channel, name="juggler.events")(events)
-
-    return processor
+    worker.app.agent(channel, name=name)(agent)
