@@ -9,14 +9,12 @@ trailing `and`); they must fail with a precise message and parse once repaired.
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
 from juggler.language import (
     AttributePredicate,
     ColumnRef,
-    ColumnType,
     Op,
     PairPredicate,
     PredicateKind,
@@ -24,7 +22,7 @@ from juggler.language import (
     compile_query,
 )
 
-from thesis_corpus import BROKEN, CATALOG, FIG_5_1_CATALOG, OVERLAP, SEED, TEMPLATE_CATALOG, THESIS, thesis_texts  # noqa: E402
+from thesis_corpus import CATALOG, FIG_5_1_CATALOG, OVERLAP, SEED, TEMPLATE_CATALOG, THESIS, thesis_texts  # noqa: E402
 
 GOOD_MAIN_CATALOG = ["fig3_3_q1", "fig3_3_q3", "fig5_8", *OVERLAP]
 

@@ -21,7 +21,6 @@ from juggler.engine.events import (
     EngineConfig,
     Event,
     LateEvent,
-    Position,
     RegistrationError,
     Result,
 )

@@ -22,7 +22,6 @@ from juggler.engine.predicate_lists import (
 )
 from juggler.language.model import (
     AttributePredicate,
-    PairPredicate,
     PredicateKind,
     Query,
 )
