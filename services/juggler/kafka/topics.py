@@ -76,13 +76,20 @@ class TopicSpecs:
     topics: tuple[TopicSpec, ...]
     templates: Mapping[str, TopicSpec]
     partitions: int
+    prefix: str = ""
+    """Prepended to every name (tests, or several deployments on one cluster)."""
+
+    def with_prefix(self, prefix: str) -> TopicSpecs:
+        """The same specs with every topic name under `prefix`."""
+        return replace(self, prefix=prefix,
+                       topics=tuple(replace(t, name=prefix + t.name) for t in self.topics))
 
     def results(self, query_id: str, partitions: int | None = None) -> TopicSpec:
-        """The spec of `juggler.results.<query_id>` from its template."""
+        """The spec of `<prefix>juggler.results.<query_id>` from its template."""
         template = self.templates.get(RESULTS_TEMPLATE)
         if template is None:
             raise TopicSpecError(f"no template {RESULTS_TEMPLATE!r} in the topic specs")
-        name = results_topic(query_id)
+        name = self.prefix + results_topic(query_id)
         return replace(template, name=name, partitions=partitions or template.partitions)
 
 
@@ -241,27 +248,35 @@ def _admin(admin_or_bootstrap: AdminClient | str) -> AdminClient:
 
 
 def apply_topics(bootstrap: str | AdminClient, specs_dir: str | Path | None = None,
-                 partitions: int | None = None, *, timeout: float = 30.0) -> ApplyReport:
-    """Make the cluster match the specs in `specs_dir` (see the module doc).
+                 partitions: int | None = None, *, prefix: str = "",
+                 extra_streams: Iterable[str] = (), timeout: float = 30.0) -> ApplyReport:
+    """Make the cluster match the specs in `specs_dir` (see the module doc), every name
+    under `prefix`; `extra_streams` get a stream topic like the specs' ones (streams a
+    deployment's own schemas add).
 
     P is `partitions`, else the partition count `juggler.control.fanout` already has
     (so applying again needs no `--partitions`), else the specs' P."""
     admin = _admin(bootstrap)
-    specs = load_specs(specs_dir, partitions or current_partitions(admin, timeout=timeout))
-    return apply_specs(admin, specs.topics, timeout=timeout)
+    specs = load_specs(specs_dir, partitions or current_partitions(
+        admin, prefix=prefix, timeout=timeout)).with_prefix(prefix)
+    named = {t.name for t in specs.topics}
+    extra = [TopicSpec(prefix + stream_topic(s), specs.partitions) for s in extra_streams
+             if prefix + stream_topic(s) not in named]
+    return apply_specs(admin, [*specs.topics, *extra], timeout=timeout)
 
 
-def current_partitions(admin_or_bootstrap: AdminClient | str, *,
+def current_partitions(admin_or_bootstrap: AdminClient | str, *, prefix: str = "",
                        timeout: float = 30.0) -> int | None:
-    """P as the cluster was set up: the partition count of `juggler.control.fanout`,
-    or None when that topic does not exist."""
+    """P as the cluster was set up: the partition count of `juggler.control.fanout`
+    (under `prefix`), or None when that topic does not exist."""
     from confluent_kafka import KafkaException
 
+    fanout_name = prefix + CONTROL_FANOUT
     try:
-        metadata = _admin(admin_or_bootstrap).list_topics(CONTROL_FANOUT, timeout=timeout)
+        metadata = _admin(admin_or_bootstrap).list_topics(fanout_name, timeout=timeout)
     except KafkaException as exc:
         raise TopicsError(f"cannot reach the cluster: {exc}") from None
-    fanout = metadata.topics.get(CONTROL_FANOUT)
+    fanout = metadata.topics.get(fanout_name)
     if fanout is None or fanout.error is not None or not fanout.partitions:
         return None
     return len(fanout.partitions)
@@ -353,21 +368,20 @@ def _align_configs(admin: AdminClient, specs: list[TopicSpec], report: ApplyRepo
 
 def ensure_results_topic(admin_or_bootstrap: AdminClient | str, query_id: str, *,
                          partitions: int | None = None,
-                         specs_dir: str | Path | None = None,
+                         specs_dir: str | Path | None = None, prefix: str = "",
                          timeout: float = 30.0) -> str:
-    """Create `juggler.results.<query_id>` from its template if it is missing; return
-    its name. Idempotent.
+    """Create `<prefix>juggler.results.<query_id>` from its template if it is missing;
+    return its name. Idempotent.
 
     Partitions: `partitions`, else the partition count of `juggler.control.fanout` (P
     as the cluster was actually set up, even with `--partitions`), else the specs' P.
     Raises `InvalidName` for an unusable id and `TopicsError` if the cluster refuses.
     """
-    name = results_topic(query_id)
     admin = _admin(admin_or_bootstrap)
     if partitions is None:
-        partitions = current_partitions(admin, timeout=timeout)
-    spec = load_specs(specs_dir).results(query_id, partitions)
+        partitions = current_partitions(admin, prefix=prefix, timeout=timeout)
+    spec = load_specs(specs_dir).with_prefix(prefix).results(query_id, partitions)
     report = apply_specs(admin, [spec], timeout=timeout)
     if report.errors:
         raise TopicsError("; ".join(report.errors))
-    return name
+    return spec.name

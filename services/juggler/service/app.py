@@ -48,7 +48,7 @@ class JugglerWorker:
         from juggler.service.metrics import WorkerMetrics
         from juggler.service.partition_engines import PartitionEngines
         from juggler.service.state_tables import StateTables
-        from juggler.service.topic_setup import ensure_worker_topics, partitions_of
+        from juggler.service.topic_setup import ensure_worker_topics, partitions
         from juggler.service.transactions import Transactions
 
         faust_patches.apply()
@@ -59,11 +59,9 @@ class JugglerWorker:
                               if settings.registry_url is not None else {}))
         self.catalog = self.codec.catalog()
         streams = self.codec.stream_names()
-        self.partitions = settings.partitions or partitions_of(settings.bootstrap,
-                                                               self.names.fanout) or 1
         if settings.create_topics:
-            ensure_worker_topics(settings, self.names, streams)
-        self.partitions = partitions_of(settings.bootstrap, self.names.fanout) or self.partitions
+            ensure_worker_topics(settings, streams)
+        self.partitions = partitions(settings) or settings.partitions or 1
         exactly_once = settings.processing_guarantee == "exactly_once"
         brokers = ";".join(f"kafka://{b.strip()}" for b in settings.bootstrap.split(","))
         self.app = faust.App(
@@ -93,6 +91,7 @@ class JugglerWorker:
         self.events = event_agent.install(self)
         results_api.install(self)
         self.event_topics = {self.names.stream(s) for s in streams} | {self.names.fanout}
+        self.metrics.watch_consumer(self.app, self.event_topics | {self.names.control})
         self.app.on_partitions_assigned.connect(self._on_assigned)
 
     async def _on_assigned(self, sender: Any, assigned: Any, **kwargs: Any) -> None:
@@ -105,7 +104,7 @@ class JugglerWorker:
     def ensure_results_topic(self, query_id: str) -> None:
         from juggler.service.topic_setup import ensure_results_topic
 
-        ensure_results_topic(self.settings, self.names, self.partitions, query_id)
+        ensure_results_topic(self.settings, self.partitions, query_id)
 
     def registered_queries(self) -> list[dict[str, Any]]:
         """The accepted set where this worker owns the control partition, else the
