@@ -8,14 +8,7 @@ without seeing each other's topics, consumer groups or transactional ids.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -24,12 +17,11 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ROOT / "services"
-
 pytest.importorskip("faust")
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")
+
+from juggler.service import process  # noqa: E402
 
 
 def unique(prefix: str) -> str:
@@ -42,87 +34,19 @@ def free_port() -> int:
     return _free()
 
 
-class WorkerProcess:
-    """`python -m juggler.cli worker` as a subprocess, configured by environment."""
+class WorkerProcess(process.WorkerProcess):
+    """The package's worker process, with a test's prefix, app id and short timeouts."""
 
     def __init__(self, bootstrap: str, app_id: str, prefix: str, workdir: Path,
                  partitions: int = 2, **settings: Any) -> None:
-        self.port = free_port()
-        self.workdir = workdir
-        self.logfile = workdir / f"worker-{app_id}-{self.port}.log"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SERVICES), env.get("PYTHONPATH")]))
+        port = free_port()
         values = {"bootstrap": bootstrap, "app_id": app_id, "topic_prefix": prefix,
-                  "partitions": partitions, "web_port": self.port, "web_host": "127.0.0.1",
+                  "partitions": partitions, "web_port": port, "web_host": "127.0.0.1",
                   "data_dir": workdir / f"data-{app_id}", "session_timeout": 6,
                   "loglevel": "info", **settings}
-        for name, value in values.items():
-            env[f"JUGGLER_{name.upper()}"] = str(value)
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
+        super().__init__(values, workdir / f"worker-{app_id}-{port}.log")
+        self.workdir = workdir
         self.revived = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 90.0) -> WorkerProcess:
-        self.starts += 1
-        log = open(self.logfile, "ab")  # noqa: SIM115 - closed with the process
-        log.write(f"\n===== start {self.starts} =====\n".encode())
-        log.flush()
-        self.proc = subprocess.Popen([sys.executable, "-m", "juggler.cli", "worker"],
-                                     env=self.env, cwd=ROOT, stdout=log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        log.close()
-        self.wait_ready(timeout)
-        return self
-
-    def wait_ready(self, timeout: float) -> None:
-        """The web server starts after table recovery, so /health answering means ready."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"worker exited with {self.proc.returncode}\n{self.log_tail()}")
-            try:
-                status, _ = self.get("/health")
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise AssertionError(f"worker not ready after {timeout}s\n{self.log_tail()}")
-
-    def get(self, path: str) -> tuple[int, Any]:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=30) as response:
-                body = response.read()
-                ctype = response.headers.get("Content-Type", "")
-                return response.status, json.loads(body) if "json" in ctype else body.decode()
-        except urllib.error.HTTPError as exc:
-            body = exc.read()
-            try:
-                return exc.code, json.loads(body)
-            except ValueError:
-                return exc.code, body.decode(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no flush, no commit."""
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
 
     def revive(self) -> bool:
         """Restart the worker if it stopped itself (exit status 70: it refused to go on
@@ -133,42 +57,24 @@ class WorkerProcess:
             return True
         return False
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 80) -> str:
-        if not self.logfile.exists():
-            return "(no log)"
-        text = self.logfile.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
-
 
 class Client:
     """Produces Avro events and commands, reads topics read_committed."""
 
     def __init__(self, bootstrap: str, prefix: str) -> None:
-        from confluent_kafka import Producer
-        from juggler.codec.avro import Codec
+        from juggler.kafka.producer import EventProducer
         from juggler.service.topic_names import TopicNames
 
         self.bootstrap = bootstrap
         self.names = TopicNames(prefix)
-        self.codec = Codec()
-        # murmur2 like the Java client and aiokafka: a key lands in the same partition
-        # of every stream topic (co-partitioning), whoever produced it
+        self.producer = EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 2})
+        self.codec = self.producer.codec
         self.watch: Any = None
         """Called while waiting (e.g. `WorkerProcess.revive`)."""
-        self.producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                                  "linger.ms": 2, "enable.idempotence": True})
 
     def send_raw(self, topic: str, key: bytes | None, value: bytes | None) -> tuple[str, int, int]:
         positions: list[tuple[str, int, int]] = []
-
-        def delivered(err: Any, msg: Any) -> None:
-            assert err is None, err
-            positions.append((msg.topic(), msg.partition(), msg.offset()))
-
-        self.producer.produce(topic, key=key, value=value, on_delivery=delivered)
+        self.producer.send_raw(topic, key, value, positions.append)
         self.producer.flush(30)
         return positions[0]
 
@@ -177,19 +83,10 @@ class Client:
         Kafka positions, decoded from the very bytes that were sent."""
         sent: list[tuple[str, str, bytes]] = []
         positions: dict[int, tuple[str, int, int]] = {}
-
-        def on_delivery(i: int):
-            def delivered(err: Any, msg: Any) -> None:
-                assert err is None, err
-                positions[i] = (msg.topic(), msg.partition(), msg.offset())
-            return delivered
-
         for i, (stream, key, ts, data) in enumerate(items):
-            value = self.codec.encode(stream, {"ts": ts, **data})
+            value = self.producer.send(stream, key, ts, data,
+                                       lambda pos, i=i: positions.__setitem__(i, pos))
             sent.append((stream, key, value))
-            self.producer.produce(self.names.stream(stream), key=key.encode(), value=value,
-                                  on_delivery=on_delivery(i))
-            self.producer.poll(0)
         self.producer.flush(60)
         return [self.codec.event_from(stream, key, value, positions[i])
                 for i, (stream, key, value) in enumerate(sent)]

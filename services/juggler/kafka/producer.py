@@ -1,0 +1,69 @@
+"""Producing events to the stream topics the way the worker expects them.
+
+Why one producer for the demo, the load benchmark and the tests: the records must be
+Avro in the codec's framing, keyed by the entity key, and partitioned with murmur2 like
+the Java client and aiokafka, so that a key lands on the same partition of every stream
+topic (co-partitioning: a join only sees events of one partition's engine). librdkafka's
+default partitioner (CRC32) would silently split a key's streams across engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from juggler.codec.avro import Codec
+from juggler.kafka.names import stream_topic
+
+Position = tuple[str, int, int]
+"""(topic, partition, offset) of a produced record."""
+
+
+class EventProducer:
+    def __init__(self, bootstrap: str, codec: Codec | None = None, prefix: str = "",
+                 **config: Any) -> None:
+        """`config`: extra librdkafka settings (e.g. `linger.ms`)."""
+        from confluent_kafka import Producer
+
+        self.codec = codec or Codec()
+        self.prefix = prefix
+        self.errors: list[str] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap,
+                                  "partitioner": "murmur2_random",
+                                  "enable.idempotence": True, "linger.ms": 5,
+                                  "log_level": 0, **config})
+
+    def topic(self, stream: str) -> str:
+        return self.prefix + stream_topic(stream)
+
+    def send(self, stream: str, key: str, ts: int, data: dict[str, Any],
+             on_delivery: Callable[[Position], None] | None = None) -> bytes:
+        """Encode and queue one event; returns the encoded value. Delivery failures
+        raise from `flush` (nothing is lost silently)."""
+        value = self.codec.encode(stream, {"ts": ts, **data})
+        self.send_raw(self.topic(stream), key.encode(), value, on_delivery)
+        return value
+
+    def send_raw(self, topic: str, key: bytes | None, value: bytes | None,
+                 on_delivery: Callable[[Position], None] | None = None) -> None:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.errors.append(f"{msg.topic()}: {err}")
+            elif on_delivery is not None:
+                on_delivery((msg.topic(), msg.partition(), msg.offset()))
+
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, on_delivery=delivered)
+                break
+            except BufferError:  # local queue full: let librdkafka send, then retry
+                self.producer.poll(0.1)
+        self.producer.poll(0)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait for every queued record; raise if any could not be delivered."""
+        left = self.producer.flush(timeout)
+        if left:
+            raise RuntimeError(f"{left} records not delivered within {timeout}s")
+        if self.errors:
+            raise RuntimeError(f"{len(self.errors)} records failed: {self.errors[:3]}")
