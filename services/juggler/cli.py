@@ -287,5 +287,33 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, timeout: float) -> 
     raise SystemExit(status)
 
 
+@main.command("demo")
+@click.option("--seconds", default=30.0, show_default=True, type=click.FloatRange(min=1),
+              help="How long to produce events.")
+@click.option("--rate", default=100.0, show_default=True, type=click.FloatRange(min=1),
+              help="Events per second (all streams, all patients).")
+@click.option("--patients", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Distinct keys.")
+@click.option("--seed", default=7, show_default=True, type=int)
+@click.option("--queries", default=None, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSON lines {\"id\", \"text\"}; default: the thesis's ICU queries.")
+@click.option("--show", default=3, show_default=True, type=click.IntRange(min=0),
+              help="Results printed per query (all are counted).")
+@click.option("--bootstrap", default=None, metavar="HOST:PORT",
+              help="Use this cluster instead of starting a local broker.")
+def demo_command(seconds: float, rate: float, patients: int, seed: int,
+                 queries: Path | None, show: int, bootstrap: str | None) -> None:
+    """The whole service on this machine: a local Kafka broker, the topics, a worker,
+    the ICU queries registered, simulated vitals produced in real time, and each
+    query's results printed as they are committed."""
+    from juggler.demo.run import DemoOptions, run
+
+    options = DemoOptions(seconds=seconds, rate=rate, patients=patients, seed=seed,
+                          show=show, bootstrap=bootstrap,
+                          **({"queries": queries} if queries else {}))
+    run(options)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,28 @@
+"""The README's first command, as a user runs it: `juggler demo` starts its own broker
+and worker, registers the ICU queries and prints results per query."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_prints_results_for_every_query() -> None:
+    done = subprocess.run([sys.executable, "-m", "juggler.cli", "demo", "--seconds", "12",
+                           "--show", "1"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for query in ("q1", "q3", "fig58", "bradycardia"):
+        assert f"registered {query}: ACCEPTED" in out
+        count = re.search(rf"^  {query}\s+([\d,]+)$", out, re.MULTILINE)
+        assert count, out
+        assert int(count.group(1).replace(",", "")) > 0, f"no results for {query}\n{out}"
+        # each query's first result is printed as it arrives
+        assert re.search(rf"^  \[{query}\] patient-\d+ ts=\d+: ", out, re.MULTILINE), out
+    assert re.search(r"\] produced [\d,]+ events", out), "no progress line\n" + out
+    assert "1,200 events produced" in out
