@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.measure import ROOT, measure
+from bench.report_sections import carry_over
 
 ORDERS = ("adaptive", "AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
 J_EVENT_RATE = 3000  # events per second of event time in J and J-keys (3 streams x 20 keys x 50)
@@ -751,7 +752,9 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         figures = draw(report, out.parent)
         load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        out.write_text(document(report, figures, info, args, wall, load_end))
+        previous = out.read_text(encoding="utf-8") if out.exists() else ""
+        out.write_text(carry_over(previous, document(report, figures, info, args, wall,
+                                                     load_end)))
         log(f"wrote {out} and {', '.join(figures) or 'no figures'} ({wall / 60:.1f} min)")
     return 1 if errors else 0
 

@@ -271,9 +271,11 @@ class ResultsReader:
                     self.lines.put(_result_line(result))
 
     def _poll(self) -> Iterator[Any]:
-        for msg in self.consumer.consume(500, timeout=0.2):
-            if msg.error() is None:
-                yield msg
+        # poll, not consume(n, timeout): consume waits for n messages or the timeout,
+        # which would add up to the timeout to every result's latency
+        msg = self.consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            yield msg
 
 
 def _result_line(result: dict[str, Any]) -> str:

@@ -1,0 +1,372 @@
+"""Workload K: the worker through a real broker (BENCHMARKS.md, "K: through Kafka").
+
+    python -m bench.kafka_load [--events 4000] [--repeats 3] [--latency-seconds 20] [--out docs/benchmarks.md]
+
+Starts a fresh local broker, produces workload J (n = 100, 50% overlap) to the stream
+topics, and measures in the same run:
+
+- the ceiling: confluent-kafka consuming the stream topics and decoding every record
+  into an engine event with the worker's codec (median of the repeats);
+- the bare engine on the same events, in this process (what evaluation alone costs);
+- one worker (`juggler worker`, a child process) with the 100 queries registered:
+  events/s from the first event produced to its group's commit covering the last one;
+- produce-to-result latency: events produced at half the worker's rate for a while,
+  each result timed from the produce call of its newest source event to its arrival,
+  read_committed, at a client.
+
+Prints the table and writes it into the `K` section of the report (see
+`bench.report_sections`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from bench.report_sections import replace_section
+from bench.workloads import workload_j
+
+APP_ID = "juggler-bench-k"
+PARTITIONS = 2
+LATENESS_MS = 5_000
+"""The worker interleaves its stream topics by fetch, not by event time; 5 s of
+allowed lateness covers that skew here (late events are counted and reported)."""
+ALERT_STREAMS = {"B", "H"}
+FLOOR_QUERY = ("floor", "SELECT * FROM H WHERE H.beatrate > 90")
+FLOOR_RATE = 100.0
+"""The service's own latency: one cheap selection query, so evaluation costs nothing."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.kafka_load",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=4000,
+                        help="events of workload J in the throughput runs")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-seconds", type=float, default=20.0)
+    parser.add_argument("--out", default="docs/benchmarks.md", help="report ('-': none)")
+    args = parser.parse_args(argv)
+
+    from juggler.kafka.broker import LocalBroker
+
+    workload = workload_j(100, 0.5)
+    events = list(islice(_with_alerts(workload.events()), args.events + 200_000))
+    throughput_events, later = events[:args.events], events[args.events:]
+    log(f"K: J n=100 50% overlap, {args.events} events, {args.repeats} repeats")
+    with tempfile.TemporaryDirectory(prefix="juggler-bench-k-") as tmp, \
+            LocalBroker(Path(tmp) / "kafka") as broker:
+        bootstrap = broker.bootstrap
+        rows = measure_all(bootstrap, Path(tmp), workload.queries, throughput_events,
+                           later, args)
+    table = render(rows, args)
+    print(table)
+    if args.out != "-":
+        replace_section(Path(args.out), "K", table)
+        log(f"wrote the K section of {args.out}")
+    return 0
+
+
+def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
+                events: list[Any], later: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    from juggler.service.process import WorkerProcess
+
+    ceilings, engines, workers = [], [], []
+    latency: dict[str, Any] = {}
+    for repeat in range(args.repeats):
+        # each repeat produces the same events to fresh topics (its own prefix)
+        worker = WorkerProcess({"bootstrap": bootstrap, "app_id": f"{APP_ID}-{repeat}",
+                                "web_port": _free_port(), "web_host": "127.0.0.1",
+                                "data_dir": workdir / f"worker-{repeat}",
+                                "allowed_lateness": LATENESS_MS, "loglevel": "warning",
+                                "topic_prefix": f"r{repeat}.", "partitions": PARTITIONS},
+                               workdir / f"worker-{repeat}.log")
+        with worker:
+            _register(bootstrap, f"r{repeat}.", queries)
+            _wait_registered(worker, len(queries))
+            t0 = time.perf_counter()
+            positions = _produce(bootstrap, f"r{repeat}.", events)
+            _wait_committed(bootstrap, f"{APP_ID}-{repeat}", positions)
+            workers.append(len(events) / (time.perf_counter() - t0))
+            late = _metric(worker, "juggler_late_events_total")
+            log(f"  repeat {repeat + 1}: worker {workers[-1]:,.0f} ev/s ({late:.0f} late)")
+            ceilings.append(ceiling(bootstrap, f"r{repeat}.", len(events)))
+            log(f"  repeat {repeat + 1}: ceiling {ceilings[-1]:,.0f} ev/s")
+            engines.append(bare_engine(queries, events))
+            log(f"  repeat {repeat + 1}: bare engine {engines[-1]:,.0f} ev/s")
+            if repeat == args.repeats - 1:
+                rate = statistics.median(workers) / 2
+                latency = measure_latency(bootstrap, f"r{repeat}.", later, queries, rate,
+                                          args.latency_seconds)
+                latency["late"] = _metric(worker, "juggler_late_events_total") - late
+    floor = WorkerProcess({"bootstrap": bootstrap, "app_id": f"{APP_ID}-floor",
+                           "web_port": _free_port(), "web_host": "127.0.0.1",
+                           "data_dir": workdir / "worker-floor", "loglevel": "warning",
+                           "topic_prefix": "floor.", "partitions": PARTITIONS},
+                          workdir / "worker-floor.log")
+    with floor:
+        _register(bootstrap, "floor.", [FLOOR_QUERY])
+        _wait_registered(floor, 1)
+        latency["floor"] = measure_latency(bootstrap, "floor.", later, [FLOOR_QUERY],
+                                           FLOOR_RATE, args.latency_seconds)
+    return {"ceiling": statistics.median(ceilings), "engine": statistics.median(engines),
+            "worker": statistics.median(workers), "latency": latency,
+            "raw": {"ceiling": ceilings, "engine": engines, "worker": workers}}
+
+
+def ceiling(bootstrap: str, prefix: str, count: int) -> float:
+    """confluent-kafka consume + the worker's decode of every stream record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from juggler.codec.avro import Codec
+
+    codec = Codec()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ceiling-{time.time()}",
+                         "enable.auto.commit": False, "log_level": 0,
+                         "fetch.max.bytes": 52_428_800})
+    topics = {f"{prefix}juggler.stream.{s}": s for s in ("B", "H", "T")}
+    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(PARTITIONS)])
+    seen = 0
+    t0 = time.perf_counter()
+    try:
+        while seen < count:
+            for msg in consumer.consume(1000, timeout=1.0):
+                if msg.error() is None:
+                    codec.event_from(topics[msg.topic()], msg.key(), msg.value(),
+                                     (msg.topic(), msg.partition(), msg.offset()))
+                    seen += 1
+        return seen / (time.perf_counter() - t0)
+    finally:
+        consumer.close()
+
+
+def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> float:
+    """The engine alone on the same events (one engine; the worker has one per partition)."""
+    from juggler.codec.avro import Codec
+    from juggler.engine.events import EngineConfig
+    from juggler.engine.operator import JugglerEngine
+    from juggler.language import compile_query
+
+    catalog = Codec().catalog()
+    engine = JugglerEngine(EngineConfig(allowed_lateness=LATENESS_MS))
+    for query_id, text in queries:
+        engine.register(compile_query(query_id, text, catalog))
+    t0 = time.perf_counter()
+    for event in events:
+        engine.process(event)
+    return len(events) / (time.perf_counter() - t0)
+
+
+def measure_latency(bootstrap: str, prefix: str, events: list[Any],
+                    queries: list[tuple[str, str]], rate: float,
+                    seconds: float) -> dict[str, Any]:
+    """Produce at `rate` events/s for `seconds`; time each result from the produce call
+    of its newest source event to its arrival at a read_committed client."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from juggler.codec.avro import Codec
+    from juggler.kafka.producer import EventProducer
+
+    codec = Codec()
+    produced_at: dict[tuple[str, int, int], float] = {}
+    sent_at: dict[int, float] = {}
+    lock = threading.Lock()
+    latencies: list[float] = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{time.time()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "log_level": 0})
+    results_topics = [f"{prefix}juggler.results.{q}" for q, _ in queries]
+    ends = {}
+    for topic in results_topics:
+        for p in range(PARTITIONS):
+            ends[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                              timeout=10)[1]
+    consumer.assign([TopicPartition(t, p, ends[(t, p)]) for t, p in ends])
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            msg = consumer.poll(0.2)  # not consume(n): it waits for n or the timeout
+            if msg is not None and msg.error() is None:
+                arrived = time.perf_counter()
+                result = codec.decode("juggler.Result", msg.value())
+                with lock:
+                    starts = [produced_at.get((s["topic"], s["partition"], s["offset"]))
+                              for s in result["sources"].values()]
+                if starts and None not in starts:
+                    latencies.append(arrived - max(starts))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    producer = EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 0})
+    t0 = time.perf_counter()
+    count = 0
+    for i, event in enumerate(events):
+        due = t0 + i / rate
+        if due - t0 > seconds:
+            break
+        while (wait := due - time.perf_counter()) > 0:
+            time.sleep(min(wait, 0.01))
+        sent_at[i] = time.perf_counter()
+
+        def delivered(pos: tuple[str, int, int], i: int = i) -> None:
+            with lock:
+                produced_at[pos] = sent_at[i]
+
+        producer.send(event.stream, event.key, event.ts, event.data, delivered)
+        count += 1
+        producer.producer.poll(0)
+    producer.flush()
+    time.sleep(5.0)  # results of the last events
+    stop.set()
+    reader.join(5)
+    consumer.close()
+    ordered = sorted(latencies)
+    return {"rate": rate, "events": count, "results": len(ordered),
+            "p50": _quantile(ordered, 0.5), "p99": _quantile(ordered, 0.99)}
+
+
+def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
+    lat = rows["latency"]
+    c, e, w = rows["ceiling"], rows["engine"], rows["worker"]
+    lines = [
+        "## K: through Kafka (the service)",
+        "",
+        f"`python -m bench.kafka_load --events {args.events} --repeats {args.repeats}` on "
+        f"{_machine()}: workload J (n = 100, 50% overlap) produced to a fresh local broker "
+        f"({PARTITIONS} partitions per stream topic), medians of {args.repeats} repeats.",
+        "",
+        "| measurement | events/s | fraction of the ceiling |",
+        "|---|---|---|",
+        f"| ceiling: confluent-kafka consume + the worker's Avro decode | {c:,.0f} | 1 |",
+        f"| bare engine, same events, in process (no Kafka) | {e:,.0f} | {e / c:.3g} |",
+        f"| one worker: consume, decode, evaluate, publish, commit | {w:,.0f} | {w / c:.3g} |",
+        "",
+        f"Worker / bare engine: **{w / e:.2f}**. Goal: the worker at half the ceiling or "
+        f"more: **{'met' if w >= c / 2 else 'not met'}**.",
+        "",
+    ]
+    if lat:
+        lines += [
+            f"Latency from produce to result at a read_committed client, producing at half "
+            f"the worker's rate ({lat['rate']:,.0f} events/s) for {args.latency_seconds:g} s "
+            f"({lat['events']:,} events, {lat['results']:,} results timed, "
+            f"{lat.get('late', 0):.0f} late events): **p50 {lat['p50'] * 1000:,.0f} ms, "
+            f"p99 {lat['p99'] * 1000:,.0f} ms**. Goal p99 < 100 ms: "
+            f"**{'met' if lat['p99'] < 0.1 else 'not met'}**.",
+            "",
+        ]
+    if lat.get("floor"):
+        f = lat["floor"]
+        lines += [
+            f"The service's own latency, for comparison: one selection query "
+            f"(`{FLOOR_QUERY[1]}`) at {FLOOR_RATE:g} events/s, {f['results']:,} results timed: "
+            f"p50 {f['p50'] * 1000:,.0f} ms, p99 {f['p99'] * 1000:,.0f} ms.",
+            "",
+        ]
+    lines.append(f"Raw: {', '.join(f'{k} {[round(x) for x in v]}' for k, v in rows['raw'].items())}.")
+    return "\n".join(lines) + "\n"
+
+
+def _with_alerts(events: Iterator[Any]) -> Iterator[Any]:
+    """J's events carry only the numeric columns; the Avro schemas also have `alert`."""
+    for event in events:
+        if event.stream in ALERT_STREAMS:
+            event.data["alert"] = False
+        yield event
+
+
+def _register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
+    from juggler.codec.avro import Codec
+    from juggler.control.commands import Command
+    from juggler.kafka.names import CONTROL
+    from juggler.kafka.producer import EventProducer
+
+    codec = Codec()
+    producer = EventProducer(bootstrap, codec)
+    for query_id, text in queries:
+        producer.send_raw(prefix + CONTROL, query_id.encode(),
+                          Command.register(query_id, text).encode(codec))
+    producer.flush()
+
+
+def _wait_registered(worker: Any, count: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = worker.get("/queries")
+        if status == 200 and len(body["queries"]) >= count:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the worker did not register {count} queries in {timeout:g} s")
+
+
+def _produce(bootstrap: str, prefix: str, events: list[Any]) -> dict[tuple[str, int], int]:
+    from juggler.kafka.producer import EventProducer
+
+    producer = EventProducer(bootstrap, prefix=prefix)
+    last: dict[tuple[str, int], int] = {}
+
+    def delivered(pos: tuple[str, int, int]) -> None:
+        last[pos[:2]] = max(pos[2], last.get(pos[:2], -1))
+
+    for event in events:
+        producer.send(event.stream, event.key, event.ts, event.data, delivered)
+    producer.flush()
+    return last
+
+
+def _wait_committed(bootstrap: str, group: str, last: dict[tuple[str, int], int],
+                    timeout: float = 3600.0) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        deadline = time.monotonic() + timeout
+        parts = [TopicPartition(t, p) for t, p in last]
+        while time.monotonic() < deadline:
+            committed = consumer.committed(parts, timeout=10)
+            if all(tp.offset > last[(tp.topic, tp.partition)] for tp in committed):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the worker did not catch up")
+    finally:
+        consumer.close()
+
+
+def _metric(worker: Any, name: str) -> float:
+    _, text = worker.get("/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name))
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+def _free_port() -> int:
+    from juggler.kafka.broker import free_port
+
+    return free_port()
+
+
+def _machine() -> str:
+    import os
+    import platform
+
+    return f"{os.cpu_count()} x {platform.processor() or platform.machine()}"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
