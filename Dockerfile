@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# The Juggler service image (docs/deployment.md). Two targets share one base:
+#   worker (the default, last stage): `juggler worker`, `juggler topics apply`,
+#           `juggler query ...`; what docker-compose.yml and the Helm chart run.
+#   spark:  the same package plus a JRE, Maven and PySpark, for
+#           `juggler spark generate`. Spark's Kafka/Avro connector jars are fetched
+#           from Maven Central at build time into $JUGGLER_CACHE (what
+#           juggler.spark.connectors would otherwise fetch at the first run), so the
+#           container needs no network but Kafka's.
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS base
+# Installed (not editable) packages cannot find the repo's schemas/ and topics/ next
+# to their source, so the image copies them and points the service at them.
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    JUGGLER_SCHEMAS=/opt/juggler/schemas \
+    JUGGLER_TOPICS=/opt/juggler/topics \
+    JUGGLER_DATA_DIR=/var/lib/juggler \
+    JUGGLER_CACHE=/var/cache/juggler
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/juggler --create-home juggler \
+    && install -d -o juggler -g juggler /var/cache/juggler
+WORKDIR /opt/juggler
+COPY pyproject.toml README.md ./
+COPY services/ services/
+COPY schemas/ schemas/
+COPY topics/ topics/
+RUN pip install . && rm -rf build services/*.egg-info
+
+FROM base AS spark
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends default-jre-headless maven \
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install ".[spark]"
+USER juggler
+RUN python -c "from juggler.spark.connectors import connector_jars; connector_jars()" \
+    && rm -rf /var/lib/juggler/.m2
+ENTRYPOINT ["juggler"]
+CMD ["spark", "generate", "--help"]
+
+FROM base AS worker
+USER juggler
+EXPOSE 6066
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD python -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('JUGGLER_WEB_PORT', '6066') + '/health', timeout=4)"
+ENTRYPOINT ["juggler"]
+CMD ["worker"]

@@ -1,0 +1,195 @@
+"""The Helm chart `helm/juggler`, rendered and linted by the real Helm CLI (built from
+its Go module, tools/helm) with default and non-default values; the assertions are
+on the parsed manifests Kubernetes would receive."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from deploy_parsers import CHART, ROOT, Helm, grafana_dashboards, parse_juggler_args
+from juggler.service.settings import Settings
+
+CUSTOM: dict[str, Any] = {
+    "replicaCount": 5,
+    "image": {"repository": "registry.example/juggler", "tag": "1.2.3"},
+    "kafka": {"bootstrap": "kafka-0.kafka:9092,kafka-1.kafka:9092"},
+    "partitions": 12,
+    "webPort": 7070,
+    "config": {"app_id": "icu", "allowed_lateness": 500, "retention": 60000,
+               "processing_guarantee": "at_least_once", "session_timeout": 10},
+    "extraEnv": [{"name": "JUGGLER_BATCH_MAX", "value": "200"}],
+    "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+    "metrics": {"podAnnotations": False,
+                "serviceMonitor": {"enabled": True, "interval": "30s",
+                                   "labels": {"release": "kube-prometheus-stack"}}},
+    "dashboards": {"annotations": {"grafana_folder": "Juggler"}},
+}
+CHART_SETTINGS = {"bootstrap", "partitions", "web_port", "data_dir", "create_topics"}
+"""Settings the chart derives from its own values, so `config` must not set them."""
+
+
+def by_kind(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    kinds = [m["kind"] for m in manifests]
+    assert len(kinds) == len(set(kinds)), kinds
+    return {m["kind"]: m for m in manifests}
+
+
+def container(pod_owner: dict[str, Any]) -> dict[str, Any]:
+    (only,) = pod_owner["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+@pytest.fixture(scope="module")
+def default(helm: Helm) -> dict[str, dict[str, Any]]:
+    return by_kind(helm.template())
+
+
+@pytest.fixture(scope="module")
+def custom(helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    return by_kind(helm.template(CUSTOM, tmp_path_factory.mktemp("values")))
+
+
+@pytest.mark.parametrize("values", [None, CUSTOM], ids=["default", "custom"])
+def test_chart_lints_clean(helm: Helm, tmp_path: Path, values: dict[str, Any] | None) -> None:
+    result = helm.run("lint", "--strict", str(CHART), values=values, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_default_release(default: dict[str, dict[str, Any]]) -> None:
+    assert set(default) == {"Deployment", "Service", "ConfigMap", "Job"}
+    deployment = default["Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    worker = container(deployment)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert worker["image"] == f"juggler:{version}"
+    assert worker["args"] == ["worker"]
+    parse_juggler_args(worker["args"])
+    assert worker["resources"]["requests"] == {"cpu": "500m", "memory": "512Mi"}
+    settings = Settings.from_env(env(worker))
+    assert (settings.bootstrap, settings.partitions, settings.web_port) == ("kafka:9092", 4, 6066)
+    assert settings.create_topics is False  # the topic-setup job did it
+
+
+def test_custom_values_reach_the_workers(custom: dict[str, dict[str, Any]]) -> None:
+    deployment = custom["Deployment"]
+    assert deployment["spec"]["replicas"] == 5
+    worker = container(deployment)
+    assert worker["image"] == "registry.example/juggler:1.2.3"
+    assert worker["resources"] == CUSTOM["resources"]
+    worker_env = env(worker)
+    assert worker_env["JUGGLER_BATCH_MAX"] == "200"
+    settings = Settings.from_env(worker_env)
+    assert settings.bootstrap == CUSTOM["kafka"]["bootstrap"]
+    assert settings.partitions == 12
+    assert settings.app_id == "icu"
+    assert (settings.allowed_lateness, settings.retention) == (500, 60000)
+    assert settings.processing_guarantee == "at_least_once"
+    assert settings.session_timeout == 10.0
+    assert settings.batch_max == 200
+
+
+def test_every_config_key_is_a_worker_setting() -> None:
+    """A misspelt key would become an env variable the worker ignores."""
+    config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    assert set(config) <= {f.name for f in fields(Settings)} - CHART_SETTINGS
+
+
+@pytest.mark.parametrize("release", ["default", "custom"])
+def test_probes_and_service_use_the_http_port(release: str, request: pytest.FixtureRequest) -> None:
+    manifests = request.getfixturevalue(release)
+    worker = container(manifests["Deployment"])
+    (port,) = worker["ports"]
+    assert port["name"] == "http"
+    assert port["containerPort"] == Settings.from_env(env(worker)).web_port
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert worker[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    (service_port,) = manifests["Service"]["spec"]["ports"]
+    assert (service_port["port"], service_port["targetPort"]) == (port["containerPort"], "http")
+    selector = manifests["Service"]["spec"]["selector"]
+    pod_labels = manifests["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+
+
+def test_metrics_scraping_by_annotations_or_service_monitor(
+        default: dict[str, dict[str, Any]], custom: dict[str, dict[str, Any]]) -> None:
+    annotations = default["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": "6066",
+                           "prometheus.io/path": "/metrics"}
+    assert "annotations" not in custom["Deployment"]["spec"]["template"]["metadata"]
+    monitor = custom["ServiceMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+    assert monitor["spec"]["selector"]["matchLabels"] == custom["Service"]["spec"]["selector"]
+
+
+@pytest.mark.parametrize("release", ["default", "custom"])
+def test_dashboards_configmap_holds_every_dashboard(release: str,
+                                                   request: pytest.FixtureRequest) -> None:
+    """One copy: the chart's dashboards/ is a symlink Helm follows into
+    deploy/grafana/dashboards."""
+    files = grafana_dashboards()
+    configmap = request.getfixturevalue(release)["ConfigMap"]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert configmap["data"] == {f.name: f.read_text() for f in files}
+    for text in configmap["data"].values():
+        json.loads(text)
+    if release == "custom":
+        assert configmap["metadata"]["annotations"] == {"grafana_folder": "Juggler"}
+
+
+def test_topic_setup_job_is_a_hook_before_the_workers(default: dict[str, dict[str, Any]],
+                                                      custom: dict[str, dict[str, Any]]) -> None:
+    for manifests in (default, custom):
+        job = manifests["Job"]
+        hooks = job["metadata"]["annotations"]["helm.sh/hook"].split(",")
+        assert set(hooks) == {"pre-install", "pre-upgrade"}
+        topics = container(job)
+        assert topics["args"] == ["topics", "apply"]
+        parse_juggler_args(topics["args"])
+        assert topics["image"] == container(manifests["Deployment"])["image"]
+        job_env = env(topics)
+        worker_env = env(container(manifests["Deployment"]))
+        for name in ("JUGGLER_BOOTSTRAP", "JUGGLER_PARTITIONS"):
+            assert job_env[name] == worker_env[name]
+
+
+def test_without_the_job_the_workers_create_their_topics(helm: Helm, tmp_path: Path) -> None:
+    manifests = by_kind(helm.template({"topicSetup": {"enabled": False}}, tmp_path))
+    assert "Job" not in manifests
+    assert Settings.from_env(env(container(manifests["Deployment"]))).create_topics is True
+
+
+def test_missing_bootstrap_is_refused(helm: Helm, tmp_path: Path) -> None:
+    result = helm.run("template", "demo", str(CHART), values={"kafka": {"bootstrap": ""}},
+                      tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert "kafka.bootstrap is required" in result.stderr
+
+
+def test_packaged_chart_carries_the_dashboards_themselves(helm: Helm, tmp_path: Path) -> None:
+    """`helm package` follows the dashboards symlink, so an installed package needs
+    no checkout of deploy/grafana."""
+    files = grafana_dashboards()
+    result = helm.run("package", str(CHART), "--destination", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (package,) = tmp_path.glob("juggler-*.tgz")
+    with tarfile.open(package) as archive:
+        packed = {m.name: m for m in archive.getmembers()}
+        for dashboard in files:
+            member = packed[f"juggler/dashboards/{dashboard.name}"]
+            assert member.isfile()
+            extracted = archive.extractfile(member)
+            assert extracted is not None and extracted.read() == dashboard.read_bytes()
