@@ -1,5 +1,9 @@
 """Session fixtures for tests/deploy: the real Compose, Helm and .dockerignore
-parsers (deploy_parsers.py), each built once per machine and shared by every test."""
+parsers (deploy_parsers.py), each built once per machine and shared by every test.
+
+Every test here is marked `integration`: on a fresh machine the first Helm build takes
+minutes, and `-m "not integration"` must stay the fast engine suite.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,12 @@ import subprocess
 
 import pytest
 from deploy_parsers import ROOT, Compose, Helm, go_tool
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/deploy/" in item.nodeid.replace("\\", "/"):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
