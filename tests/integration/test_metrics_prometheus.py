@@ -1,0 +1,127 @@
+"""The worker's metrics (DESIGN section 8) as a real Prometheus scraped them: every
+metric is there, with the values a user would check against what happened (events
+produced, results on the results topics, queries registered, dead letters, lag).
+
+`test_worker.py::test_metrics` reads `/metrics` directly; this goes through the
+exposition format, the scrape and PromQL, as a dashboard or an alert would.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # imported by pytest_plugins, so that pytest rewrites its asserts
+    from prometheus_server import ScrapedWorker
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["prometheus_server"]
+
+
+def test_the_worker_is_scraped(scraped_worker: ScrapedWorker) -> None:
+    prom = scraped_worker.prometheus
+    assert prom.scalar('up{job="juggler"}') == 1
+    assert prom.scalar("juggler_partition_engines") == 2
+
+
+def test_events_in_per_stream_equal_what_was_produced(scraped_worker: ScrapedWorker) -> None:
+    events_in = scraped_worker.prometheus.values(
+        "sum by (stream) (juggler_events_in_total)", "stream")
+    assert events_in == {s: float(n) for s, n in scraped_worker.produced.items()}
+
+
+def test_results_out_per_query_equal_the_results_topics(scraped_worker: ScrapedWorker) -> None:
+    results_out = scraped_worker.prometheus.values(
+        "sum by (query) (juggler_results_out_total)", "query")
+    on_topics = {q: float(len(scraped_worker.client.results(q))) for q in scraped_worker.queried}
+    assert results_out == on_topics
+    assert all(n > 0 for n in on_topics.values()), on_topics
+
+
+def test_registered_queries_and_commands(scraped_worker: ScrapedWorker) -> None:
+    prom = scraped_worker.prometheus
+    assert prom.scalar("juggler_registered_queries") == len(scraped_worker.registered)
+    commands = {(s["metric"]["action"], s["metric"]["status"]): float(s["value"][1])
+                for s in prom.query("sum by (action, status) (juggler_commands_total)")}
+    assert commands == {("REGISTER", "ACCEPTED"): 3, ("REGISTER", "REJECTED"): 1,
+                        ("DEREGISTER", "ACCEPTED"): 1, ("DEREGISTER", "REJECTED"): 0}
+
+
+def test_dead_letters_by_reason_and_late_events_per_stream(
+        scraped_worker: ScrapedWorker) -> None:
+    """Every reason and stream is exported from the start (at 0), so that a dashboard's
+    rate() sees the first dead letter too."""
+    from juggler.service.deadletters import REASONS
+
+    prom = scraped_worker.prometheus
+    assert prom.values("sum by (reason) (juggler_dead_letters_total)", "reason") == \
+        {**dict.fromkeys(REASONS, 0.0), "late": 1, "undecodable": 1}
+    assert prom.values("sum by (stream) (juggler_late_events_total)", "stream") == \
+        {**dict.fromkeys("BHKT", 0.0), "B": 1}
+    seen_late = prom.query("max_over_time(increase(juggler_dead_letters_total"
+                           f'{{reason="late"}}[10s])[{_since(scraped_worker)}:1s])')
+    assert float(seen_late[0]["value"][1]) > 0, "the late event never showed in a rate"
+    letters = scraped_worker.client.dead_letters()
+    assert len(letters) == 2
+
+
+def test_latency_histogram_counts_every_result(scraped_worker: ScrapedWorker) -> None:
+    """No query was registered with history, so every result was made by an event and
+    its latency observed once."""
+    prom = scraped_worker.prometheus
+    results = sum(len(scraped_worker.client.results(q)) for q in scraped_worker.queried)
+    assert prom.scalar("sum(juggler_processing_latency_seconds_count)") == results
+    assert prom.scalar('sum(juggler_processing_latency_seconds_bucket{le="+Inf"})') == results
+    median = prom.scalar("histogram_quantile(0.5, sum by (le) "
+                         "(juggler_processing_latency_seconds_bucket))")
+    assert 0 < median < 60
+
+
+def test_operator_metrics(scraped_worker: ScrapedWorker) -> None:
+    from juggler.engine.ordering import STATIC_ORDERS
+
+    prom = scraped_worker.prometheus
+    selectivity = prom.values("juggler_selectivity", "type")
+    assert set(selectivity) == {"A", "J", "W"}
+    assert all(0.0 <= v <= 1.0 for v in selectivity.values()), selectivity
+    comparisons = prom.values("juggler_comparisons_total", "type")
+    assert set(comparisons) == {"A", "J", "W"} and comparisons["A"] > 0 and \
+        comparisons["J"] > 0, comparisons
+    order = prom.values("juggler_evaluation_order", "order")
+    assert set(order) == set(STATIC_ORDERS)
+    assert [o for o, v in order.items() if v == 1] == [o for o, v in order.items() if v != 0]
+    assert sum(order.values()) == 1, order
+    assert prom.scalar("juggler_reorders_total") >= 0
+
+
+def test_held_events_per_stream(scraped_worker: ScrapedWorker) -> None:
+    held = scraped_worker.prometheus.values("juggler_held_events", "stream")
+    produced = scraped_worker.produced
+    assert set(held) <= set(produced) and held, held
+    # every key's newest events are held; retention bounds how many
+    assert all(0 < held[s] <= produced[s] for s in held), (held, produced)
+
+
+def test_consumer_lag_per_partition_is_zero_once_consumed(
+        scraped_worker: ScrapedWorker) -> None:
+    names = scraped_worker.client.names
+    lag = {(s["metric"]["topic"], s["metric"]["partition"]): float(s["value"][1])
+           for s in scraped_worker.prometheus.query("juggler_consumer_lag")}
+    expected = {(names.stream(s), str(p)) for s in "BHKT" for p in (0, 1)}
+    expected |= {(names.fanout, "0"), (names.fanout, "1"), (names.control, "0")}
+    assert set(lag) == expected
+    assert all(v == 0 for v in lag.values()), lag
+
+
+def test_nothing_is_nan(scraped_worker: ScrapedWorker) -> None:
+    nan = [s["metric"] for s in scraped_worker.prometheus.query('{__name__=~"juggler_.*"}')
+           if math.isnan(float(s["value"][1]))]
+    assert not nan
+
+
+def _since(scraped_worker: ScrapedWorker) -> str:
+    """A PromQL range covering the whole scenario."""
+    return f"{int(time.time() - scraped_worker.started) + 5}s"
