@@ -315,5 +315,9 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
     run(options)
 
 
+from juggler.spark.cli import spark  # noqa: E402  (after main: the group attaches to it)
+
+main.add_command(spark)
+
 if __name__ == "__main__":
     main()

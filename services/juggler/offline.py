@@ -85,7 +85,7 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
     """Run `juggler eval`; raises BadInput (with nothing written) on bad input."""
     from juggler.language import QueryError, compile_query
 
-    query_lines = list(_read(queries, parse_query_line))
+    query_lines = list(read_checked(queries, parse_query_line))
     schemas = _schemas(events, schemas_dir)
     catalog = schemas.catalog
     runner = make_engine(engine, config)
@@ -100,23 +100,23 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
     for line, query in query_lines:
         register(queries, line, query.id, query.text, False)
 
-    with _atomic_outputs(out, dead_letters) as (results_file, dead_file):
+    with atomic_outputs(out, dead_letters) as (results_file, dead_file):
         def emit(results: list[Result]) -> None:
             for result in results:
-                results_file.write(_jsonl(result.to_json()))
+                results_file.write(jsonl_line(result.to_json()))
             summary.results += len(results)
 
-        for line, record in _read(events, parse_event_line):
+        for line, record in read_checked(events, parse_event_line):
             if isinstance(record, EventRecord):
                 summary.events += 1
-                data = _conform(schemas, events, line, record)
+                data = conform(schemas, events, line, record)
                 event = Event(record.stream, record.key, record.ts, data, position=line - 1)
                 try:
                     emit(runner.process(event))
                 except LateEvent as late:
                     summary.late += 1
                     if dead_file is not None:
-                        dead_file.write(_jsonl({"line": line, "position": line - 1,
+                        dead_file.write(jsonl_line({"line": line, "position": line - 1,
                                                 "reason": late.reason, "event": record.raw}))
             elif isinstance(record, RegisterCommand):
                 emit(register(events, line, record.id, record.text, record.history))
@@ -128,7 +128,7 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
     return summary
 
 
-def _read(path: Path, parse: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:
+def read_checked(path: Path, parse: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:
     """Parse every line of a JSON-lines file, turning InputError into BadInput."""
     lines = read_lines(path)
     while True:
@@ -156,25 +156,25 @@ def _schemas(events: Path, schemas_dir: Path | None) -> Schemas:
         raise BadInput(schemas_dir, None, str(exc)) from None
     except OSError as exc:
         raise BadInput(schemas_dir, None, f"cannot read: {exc.strerror or exc}") from None
-    for line, record in _read(events, parse_event_line):
+    for line, record in read_checked(events, parse_event_line):
         if isinstance(record, EventRecord):
-            _conform(schemas, events, line, record)
+            conform(schemas, events, line, record)
     return schemas
 
 
-def _conform(schemas: Schemas, path: Path, line: int, record: EventRecord) -> dict[str, Any]:
+def conform(schemas: Schemas, path: Path, line: int, record: EventRecord) -> dict[str, Any]:
     try:
         return schemas.conform(record, f"line {line}")
     except InputError as exc:
         raise BadInput(path, line, str(exc)) from None
 
 
-def _jsonl(obj: dict[str, Any]) -> str:
+def jsonl_line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 @contextmanager
-def _atomic_outputs(*targets: Path | None) -> Iterator[tuple[IO[str] | None, ...]]:
+def atomic_outputs(*targets: Path | None) -> Iterator[tuple[IO[str] | None, ...]]:
     """Temporary files beside each target, renamed over the targets (os.replace) only
     if the block finishes; on any error they are removed and the targets untouched."""
     temps: list[tuple[IO[str], Path] | None] = []

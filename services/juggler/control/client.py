@@ -146,8 +146,8 @@ def _produce(bootstrap: str, topic: str, key: bytes, value: bytes, timeout: floa
 # -- reading -------------------------------------------------------------------------
 
 
-def read_control(bootstrap: str, *, timeout: float = 30.0,
-                 codec: Codec | None = None) -> ControlView:
+def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None = None,
+                 prefix: str = "") -> ControlView:
     """Each id's state from the commands in `juggler.control` and their statuses,
     read from the beginning up to the end offsets at the time of the call.
 
@@ -156,11 +156,13 @@ def read_control(bootstrap: str, *, timeout: float = 30.0,
     still in the log: registering an id that is already registered is rejected and
     changes nothing, so the id is shown with its accepted text and a note about the
     later command. Once compaction has removed the accepted command, only the last
-    command is left to show."""
+    command is left to show. `prefix`: the deployment's topic prefix (see the worker's
+    `topic_prefix`)."""
     codec = codec or Codec()
+    control, control_status = prefix + CONTROL, prefix + CONTROL_STATUS
     view = ControlView()
     history: dict[str, list[tuple[int, Command]]] = {}
-    for msg in _read_all(bootstrap, CONTROL, timeout):
+    for msg in _read_all(bootstrap, control, timeout):
         query_id = _key(msg)
         if msg.value() is None:  # a tombstone deletes the id
             history.pop(query_id, None)
@@ -168,17 +170,17 @@ def read_control(bootstrap: str, *, timeout: float = 30.0,
         try:
             command = Command.decode(codec, msg.value())
         except CodecError as exc:
-            view.warnings.append(f"{CONTROL} offset {msg.offset()}: {exc.reason}")
+            view.warnings.append(f"{control} offset {msg.offset()}: {exc.reason}")
             continue
         commands = history.pop(command.id, [])  # re-insert: order by the last command
         commands.append((_offset(msg), command))
         history[command.id] = commands
     statuses: dict[int, CommandStatus] = {}  # by command offset
-    for msg in _read_all(bootstrap, CONTROL_STATUS, timeout):
+    for msg in _read_all(bootstrap, control_status, timeout):
         try:
             status = CommandStatus.decode(codec, msg.value())
         except CodecError as exc:
-            view.warnings.append(f"{CONTROL_STATUS} offset {msg.offset()}: {exc.reason}")
+            view.warnings.append(f"{control_status} offset {msg.offset()}: {exc.reason}")
             continue
         statuses[status.command_offset] = status
     for query_id, commands in history.items():

@@ -3,7 +3,8 @@
 Why: Juggler's integration tests and ``juggler broker`` need a *real* Kafka, not a
 mock, but must not depend on Docker or on downloads outside Maven Central.  The
 broker's jars are therefore resolved with Maven (``pom.xml`` next to this file) into
-a cache and run with ``java -cp 'libs/*' kafka.Kafka server.properties``.
+a cache (`juggler.maven`, shared with the Spark jobs' connectors) and run with
+``java -cp 'libs/*' kafka.Kafka server.properties``.
 
 Version (see docs/kafka-version.md for the full record)
 -------------------------------------------------------
@@ -47,7 +48,6 @@ import argparse
 import atexit
 import base64
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -63,18 +63,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from juggler import maven
+from juggler.maven import cache_root
+
 DEFAULT_VERSION = "4.3.1"
 POM = Path(__file__).with_name("pom.xml")
-_COMPLETE_MARKER = ".complete"
 
 
 # --------------------------------------------------------------------------- fetching
-
-
-def cache_root() -> Path:
-    """Where fetched brokers live; ``JUGGLER_CACHE`` overrides ``~/.cache/juggler``."""
-    env = os.environ.get("JUGGLER_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "juggler"
 
 
 def libs_dir(version: str = DEFAULT_VERSION) -> Path:
@@ -82,46 +78,13 @@ def libs_dir(version: str = DEFAULT_VERSION) -> Path:
 
 
 def fetch(version: str = DEFAULT_VERSION) -> Path:
-    """Resolve the broker's jars from Maven Central once; return the ``libs`` dir.
-
-    Idempotent: a ``.complete`` marker is written only after Maven succeeded, and a
-    file lock keeps two processes (e.g. parallel test sessions) from fetching at once.
-    Jars are copied into a temporary sibling first and renamed into place, so a
-    killed fetch never leaves a half-filled ``libs`` dir that looks usable.
-    """
-    libs = libs_dir(version)
-    if (libs / _COMPLETE_MARKER).exists():
-        return libs
-    if shutil.which("mvn") is None:
-        raise RuntimeError("`mvn` (Maven) is needed to fetch the Kafka broker jars")
-    if not POM.exists():
-        raise RuntimeError(f"missing {POM}; it must be shipped with juggler.kafka")
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    with open(libs.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (libs / _COMPLETE_MARKER).exists():  # another process finished meanwhile
-            return libs
-        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
-        try:
-            cmd = [
-                "mvn", "-q", "-B", "-f", str(POM),
-                "dependency:copy-dependencies",
-                f"-Dkafka.version={version}",
-                f"-DoutputDirectory={staging}",
-            ]
-            proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(
-                    f"fetching Kafka {version} with Maven failed:\n{proc.stdout}\n{proc.stderr}"
-                )
-            if not any(staging.glob(f"kafka_2.13-{version}.jar")):
-                raise RuntimeError(f"Maven ran but kafka_2.13-{version}.jar is missing in {staging}")
-            (staging / _COMPLETE_MARKER).write_text(version + "\n")
-            shutil.rmtree(libs, ignore_errors=True)
-            staging.rename(libs)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return libs
+    """Resolve the broker's jars from Maven Central once; return the ``libs`` dir
+    (idempotent and safe against concurrent or killed fetches: `juggler.maven.fetch`)."""
+    try:
+        return maven.fetch(POM, libs_dir(version), {"kafka.version": version},
+                           expect=f"kafka_2.13-{version}.jar", what=f"Kafka {version}")
+    except maven.MavenError as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- config

@@ -1,0 +1,167 @@
+"""The event archive: recorded events as files, one directory per stream.
+
+Layout (the decision DESIGN leaves open; docs/spark.md): `ARCHIVE/<S>/` holds the
+events of stream `S` as Parquet (`*.parquet`) or Avro container files (`*.avro`), with
+the columns
+
+    key: string, ts: long, position: long, <the data columns of S's Avro schema>
+
+`position` is the event's place in the archive's **arrival order**, 0-based and
+unique across all streams: the order the events entered, which decides lateness
+(DESIGN 3) and which `sources` name (DESIGN 5: `juggler eval`'s line numbers). An
+archive made from an events file (`import_events`) has position = line number - 1, so
+`juggler spark backfill` and `juggler eval` name the same events the same way.
+Data columns have the Spark types of the stream's Avro fields (`schemas/`), so an
+archive can be replayed onto the stream topics with `to_avro` as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from juggler.codec.avro import Codec, load_avro_schemas
+from juggler.codec.jsonl import EventRecord, Schemas
+from juggler.language.model import TIMESTAMP
+from juggler.spark.errors import BadInput
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+FORMATS = ("parquet", "avro")
+KEY, POSITION = "key", "position"
+
+
+def avro_fields(codec: Codec, stream: str) -> list[tuple[str, str]]:
+    """(field, Avro primitive type) of a stream's record, `ts` included, in order."""
+    fields = []
+    for spec in codec.schema(stream)["fields"]:
+        kind = spec["type"]
+        fields.append((spec["name"], kind["type"] if isinstance(kind, dict) else kind))
+    return fields
+
+
+def spark_type(avro_type: str) -> DataType:
+    from pyspark.sql import types as T
+
+    return {"int": T.IntegerType(), "long": T.LongType(), "float": T.FloatType(),
+            "double": T.DoubleType(), "string": T.StringType(),
+            "boolean": T.BooleanType()}[avro_type]
+
+
+def data_columns(codec: Codec, stream: str) -> list[tuple[str, str]]:
+    """The data columns of a stream (every field but `ts`), with their Avro types."""
+    return [(name, kind) for name, kind in avro_fields(codec, stream) if name != TIMESTAMP]
+
+
+def stream_schema(codec: Codec, stream: str) -> StructType:
+    """The archive's Spark schema for one stream."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [T.StructField(KEY, T.StringType()), T.StructField(TIMESTAMP, T.LongType()),
+         T.StructField(POSITION, T.LongType())]
+        + [T.StructField(name, spark_type(kind)) for name, kind in data_columns(codec, stream)])
+
+
+def write_archive(frames: Mapping[str, DataFrame], directory: Path, fmt: str = "parquet") -> None:
+    """Write one frame per stream (archive columns) under `directory`, replacing it."""
+    if fmt not in FORMATS:
+        raise BadInput(f"archive format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    for stream, frame in frames.items():
+        frame.write.mode("overwrite").format(fmt).save(str(directory / stream))
+
+
+def read_archive(spark: SparkSession, directory: Path, codec: Codec,
+                 streams: Iterable[str] | None = None) -> dict[str, DataFrame]:
+    """The archive's frames by stream (the given streams, else every `<S>/` there is),
+    with the columns and types of `stream_schema`."""
+    from pyspark.sql import functions as F
+
+    if not directory.is_dir():
+        raise BadInput(f"archive {directory} is not a directory")
+    known = set(codec.stream_names())
+    present = sorted(p.name for p in directory.iterdir() if p.is_dir() and p.name in known)
+    wanted = list(streams) if streams is not None else present
+    if not present:
+        raise BadInput(f"archive {directory} has no stream directory (expected "
+                       f"{', '.join(f'{s}/' for s in sorted(known))})")
+    frames = {}
+    for stream in wanted:
+        path = directory / stream
+        if not path.is_dir():
+            raise BadInput(f"archive {directory} has no events of stream {stream} "
+                           f"(no {path}/)")
+        fmt = "avro" if any(path.rglob("*.avro")) else "parquet"
+        frame = spark.read.format(fmt).load(str(path))
+        schema = stream_schema(codec, stream)
+        missing = [f.name for f in schema.fields if f.name not in frame.columns]
+        if missing:
+            raise BadInput(f"archive {path}: missing column(s) {', '.join(missing)} "
+                           f"(an archive holds key, ts, position and {stream}'s fields)")
+        frames[stream] = frame.select(*(F.col(f.name).cast(f.dataType) for f in schema.fields))
+    return frames
+
+
+def import_events(spark: SparkSession, events: Path, directory: Path, codec: Codec,
+                  fmt: str = "parquet") -> int:
+    """Turn a `juggler eval` events file into an archive (position = line - 1);
+    return the number of events. Control lines are left out (an archive holds only
+    events) but keep their line numbers, so positions still name eval's lines."""
+    from juggler.codec.jsonl import parse_event_line
+    from juggler.offline import BadInput as EvalBadInput
+    from juggler.offline import conform, read_checked
+
+    schemas = Schemas(load_avro_schemas(codec.schemas_dir))
+    rows: dict[str, list[tuple[Any, ...]]] = {s: [] for s in codec.stream_names()}
+    try:
+        for line, record in read_checked(events, parse_event_line):
+            if not isinstance(record, EventRecord):
+                continue
+            data = conform(schemas, events, line, record)
+            columns = data_columns(codec, record.stream)
+            rows[record.stream].append(
+                (record.key, record.ts, line - 1,
+                 *(_as_avro(data[name], kind) for name, kind in columns)))
+    except EvalBadInput as exc:
+        raise BadInput(str(exc)) from None
+    write_archive({s: spark.createDataFrame(r, stream_schema(codec, s))
+                   for s, r in rows.items() if r}, directory, fmt)
+    return sum(len(r) for r in rows.values())
+
+
+def export_events(spark: SparkSession, directory: Path, codec: Codec, out: Path) -> int:
+    """Write an archive as a `juggler eval` events file, in position order; positions
+    must be 0, 1, 2... so that line numbers name the same events. Returns the count."""
+    from pyspark.sql import functions as F
+
+    frames = read_archive(spark, directory, codec)
+    lines = None
+    for stream, frame in frames.items():
+        data = F.to_json(F.struct(*(c for c, _ in data_columns(codec, stream))))
+        part = frame.select(POSITION, F.lit(stream).alias("stream"), KEY, TIMESTAMP,
+                            data.alias("data"))
+        lines = part if lines is None else lines.unionByName(part)
+    assert lines is not None
+    count = 0
+    with open(out, "w", encoding="utf-8") as handle:
+        for row in lines.orderBy(POSITION).toLocalIterator():
+            if row[POSITION] != count:
+                raise BadInput(f"archive {directory}: position {row[POSITION]} where "
+                               f"{count} was expected; only an archive with positions "
+                               f"0, 1, 2... is an events file")
+            event = {"stream": row["stream"], "key": row[KEY], "ts": row[TIMESTAMP],
+                     "data": json.loads(row["data"])}
+            handle.write(json.dumps(event, separators=(",", ":")) + "\n")
+            count += 1
+    return count
+
+
+def _as_avro(value: Any, avro_type: str) -> Any:
+    """JSON numbers as the Avro field's type: an int in a float/double column is a float."""
+    if avro_type in ("float", "double") and not isinstance(value, bool):
+        return float(value)
+    return value
