@@ -659,7 +659,7 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         ]
         if "bench_drift_comparisons.png" in figures:
             lines += ["![comparisons per event by order](bench_drift_comparisons.png)", ""]
-    lines += ["## Reproduce", "", "```", "pip install matplotlib lark sortedcontainers click "
+    lines += ["## Reproduce", "", "```", "pip install matplotlib lark click "
               "hypothesis pytest", info["command"], "```", "",
               "`--quick` runs a reduced grid (S up to 100 queries, J up to 10, one repeat, "
               "shorter budgets) in under two minutes; `--only S,J,D` picks workloads; "

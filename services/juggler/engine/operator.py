@@ -7,6 +7,11 @@ keeps; the first of join/window retrieves partners through its exploitation stru
 and every later phase only filters; each filter is one probe per predicate list that
 removes, as a query bitmask, every query the combination fails. A combination that
 still has queries when all of a query's streams are bound is a result of those.
+
+With three streams, every partial combination of the tuple expands into the third
+stream; a JES probe against the tuple itself (not the partner bound second) is the
+same for all of them, so it is made once per tuple, with its partners' own attribute
+predicates and the probed list applied, and kept sorted by time (`_root_probe`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from juggler.engine.events import (
     Result,
 )
 from juggler.engine.ordering import PredicateTypeManager
-from juggler.engine.plan import Check, Plan, PlanNode
+from juggler.engine.plan import Check, GroupPlan, Plan, PlanNode, Scan
 from juggler.engine.exact import EXACT_INT
 from juggler.engine.predicate_lists import (
     EQUALITY,
@@ -36,7 +41,7 @@ from juggler.engine.predicate_lists import (
     Bound,
 )
 from juggler.engine.shared_predicates import SharedPredicates
-from juggler.engine.state import Held, KeyState, StreamStore
+from juggler.engine.state import Held, KeyState, StreamStore, ValueIndex
 from juggler.language.model import TIMESTAMP, PredicateKind, Query
 
 _SAMPLED_CANDIDATES = 4  # candidates per sampled partner stream whose filters are measured
@@ -78,6 +83,8 @@ class JugglerEngine:
         self._attr_version: dict[str, int] = {}
         self._attr_programs: dict[str, tuple] = {}
         self._labels: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        # JES probes against the tuple under evaluation, by (check, queries): see _root_probe
+        self._root_probes: dict[tuple[int, int], tuple[list[int], list[Held]] | None] = {}
 
     # registration -------------------------------------------------------------------
 
@@ -237,6 +244,7 @@ class JugglerEngine:
         root = self.plan.roots.get(held.event.stream)
         if root is None:
             return
+        self._root_probes.clear()
         manager = self.manager
         mask = candidates & root.mask
         sampled = manager.adaptive and not held.seq % manager.sample_every
@@ -271,24 +279,26 @@ class JugglerEngine:
             store = ks.streams.get(child.stream)
             if store is None or not store.size:
                 continue
-            widest = shared.widest(group)
-            lo, hi = self._time_range(child, partial, group, max(maxts - widest, ks.floor), mints + widest)
+            plan = child.for_group(group, shared)
+            widest = plan.widest
+            lo, hi = _time_range(plan, partial, max(maxts - widest, ks.floor), mints + widest)
             if sampled:
-                self._measure(ks, child, partial, group, store, mints, maxts, lo, hi,
-                              self._join_ranges(child, partial, group))
-            for survivors_at_start, candidates in self._retrieve(ks, child, partial, group, store,
+                self._measure(ks, child, plan, partial, store, mints, maxts, lo, hi)
+            for survivors_at_start, candidates in self._retrieve(ks, child, plan, partial, store,
                                                                    lo, hi, mints, maxts, join_first):
-                self._extend(ks, child, partial, survivors_at_start, candidates, pending, out,
+                self._extend(ks, child, plan, partial, survivors_at_start, candidates, pending, out,
                              before_seq, mints, maxts)
 
-    def _extend(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
-                candidates: list[Held], pending: bool, out: list, before_seq: int | None,
-                mints: int, maxts: int) -> None:
+    def _extend(self, ks: KeyState, child: PlanNode, plan: GroupPlan, partial: list[Held],
+                group: int, candidates: list[Held], pending: bool, out: list,
+                before_seq: int | None, mints: int, maxts: int) -> None:
         """Run the filter phases, in order, on each retrieved partner of `child`, and
         emit or expand what survives."""
         manager = self.manager
         order = manager.order
         comparisons = manager.comparisons
+        joins = plan.joins
+        version = self._attr_version.get(child.stream, 0)
         for partner in candidates:
             if before_seq is not None and partner.seq >= before_seq:
                 continue
@@ -296,14 +306,16 @@ class JugglerEngine:
             for phase in order:
                 if phase == "A":
                     comparisons["A"] += 1
-                    survivors &= ~self._attr_fail(partner)
+                    # the cached mask, read here: most candidates stop at this filter
+                    survivors &= ~(partner.attr_fail if partner.attr_version == version
+                                   else self._attr_fail(partner))
                     if pending and survivors:
                         comparisons["A"] += 1
                         survivors &= ~self._attr_fail(partial[0])
                 elif phase == "J":
-                    survivors = self._filter(child.joins, partial, partner, survivors, "J")
+                    survivors = self._filter(joins, partial, partner, survivors, "J")
                 else:
-                    survivors = self._window_filter(child, partner, survivors, mints, maxts, partial)
+                    survivors = self._window_filter(plan, partner, survivors, mints, maxts, partial)
                 if not survivors:
                     break
             if not survivors:
@@ -318,67 +330,121 @@ class JugglerEngine:
                              mints if mints < pts else pts, maxts if maxts > pts else pts)
             partial.pop()
 
-    def _retrieve(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
+    def _retrieve(self, ks: KeyState, child: PlanNode, plan: GroupPlan, partial: list[Held],
                   store: StreamStore, lo: int, hi: int, mints: int, maxts: int,
                   join_first: bool) -> Iterator[tuple[int, list[Held]]]:
-        """Partners of `child` for the queries in `group`, as (queries, candidates).
+        """Partners of `child` for the queries of `plan`, as (queries, candidates).
 
         Join first: each join list serves the queries that have a predicate in it, with
         a JES probe over the loosest of their bounds, so a group of queries with
-        different joins is not left to a full window scan; queries with no join
-        predicate on this stream fall back to the WES. Window first: one WES probe for
-        all. A partner found for two disjoint sets of queries is examined once for each."""
+        different joins is not left to a full window scan (an attribute list of the
+        partner's stream that all of them use serves instead when its value range
+        holds fewer events; a probe against the tuple itself is shared, see
+        `_root_probe`); queries with no join predicate on this stream are served by
+        such an attribute list when its range holds fewer events than the time range,
+        and the rest by the WES. Window first: one WES probe for all. A partner found
+        for two disjoint sets of queries is examined once for each."""
         comparisons = self.manager.comparisons
-        remaining = group
-        if join_first:
-            for check in child.joins:
-                plist = check.plist
-                queries = remaining & plist.users
-                if not queries:
+        group = remaining = plan.group
+        if join_first and (plan.probes or plan.scans):
+            shared_root = len(partial) > 1
+            for check, queries, bound, covering in plan.probes:
+                if shared_root and not check.other:
+                    probe = self._root_probe(check, queries, bound, partial[0], store)
+                    if probe is None:
+                        continue
+                    times, kept = probe
+                    comparisons["J"] += 1
+                    yield queries, kept[bisect_left(times, lo):bisect_right(times, hi)]
+                    remaining &= ~queries
                     continue
-                bound = plist.bound(queries)
-                if bound is None:
-                    continue
-                ranges = _partner_ranges(plist, check.partner_is_left,
+                ranges = _partner_ranges(check.plist, check.partner_is_left,
                                          partial[check.other].value(check.other_column), bound)
                 if ranges is None:
-                    continue
-                index = store.index(check.partner_column)
-                found = list(_irange_all(index, ranges))
+                    continue  # a string or boolean met a range list: the WES serves these
+                span = _probe_span(store, check, ranges, covering)
+                found = (span[0].helds[span[1]:span[2]] if span is not None
+                         else _in_ranges(store.index(check.partner_column), ranges))
                 comparisons["J"] += 1 + len(found)
                 yield queries, [h for h in found if lo <= h.ts <= hi]
                 remaining &= ~queries
-                if not remaining:
-                    return
+            for queries, index, first, last in _scans(store, plan, lo, hi):
+                found = index.helds[first:last]
+                comparisons["A"] += 1 + len(found)
+                yield queries, [h for h in found if lo <= h.ts <= hi]
+                remaining &= ~queries
+            if not remaining:
+                return
             if remaining != group:
-                widest = self.shared.widest(remaining)
-                lo, hi = self._time_range(child, partial, remaining, max(maxts - widest, ks.floor),
-                                          mints + widest)
+                rest = child.for_group(remaining, self.shared)
+                lo, hi = _time_range(rest, partial, max(maxts - rest.widest, ks.floor),
+                                     mints + rest.widest)
         found = list(store.between(lo, hi)) if lo <= hi else []
         comparisons["W"] += 1 + len(found)
         yield remaining, found
 
-    def _measure(self, ks: KeyState, child: PlanNode, partial: list[Held], group: int,
-                 store: StreamStore, mints: int, maxts: int, lo: int, hi: int,
-                 join: tuple[str, list[tuple[Any, Any]]] | None) -> None:
+    def _root_probe(self, check: Check, queries: int, bound: Bound, root: Held,
+                    store: StreamStore) -> tuple[list[int], list[Held]] | None:
+        """A JES probe against the tuple being evaluated (the root of the partial
+        combination), made once per tuple and reused by every partial combination
+        below it: the partners that pass the probed list and their own attribute
+        predicates for some of `queries`, in timestamp order (with their timestamps,
+        so each combination takes its time range by bisection). None when the probe
+        cannot be made (the WES serves those queries)."""
+        key = (id(check), queries)
+        probe = self._root_probes.get(key, False)
+        if probe is not False:
+            return probe
+        theirs = root.value(check.other_column)
+        ranges = _partner_ranges(check.plist, check.partner_is_left, theirs, bound)
+        if ranges is None:
+            probe = None
+        else:
+            failing = check.plist.failing
+            column = check.partner_column
+            kept = []
+            visited = 0
+            for held in _in_ranges(store.index(column), ranges):
+                visited += 1
+                if not queries & ~self._attr_fail(held):
+                    continue
+                mine = held.value(column)
+                fail = failing(mine, theirs) if check.partner_is_left else failing(theirs, mine)
+                if queries & ~fail:
+                    kept.append(held)
+            self.manager.comparisons["J"] += visited
+            kept.sort(key=_held_ts)
+            probe = ([h.ts for h in kept], kept)
+        self._root_probes[key] = probe
+        return probe
+
+    def _measure(self, ks: KeyState, child: PlanNode, plan: GroupPlan, partial: list[Held],
+                 store: StreamStore, mints: int, maxts: int, lo: int, hi: int) -> None:
         """Selectivity of each predicate type for one partner stream, whatever the
-        current order: the share of its held events inside the JES value range and
-        the WES time range (read from index positions and bucket sizes), and the
-        share of a few candidates that pass each filter; each for all candidate
-        queries and for those the tuple's attributes leave."""
+        current order: the share of its held events that join-first retrieval visits
+        (its JES probes, read from index positions) and that the WES time range holds
+        (read from bucket sizes), and the share of a few candidates that pass each
+        filter; each for all candidate queries and for those the tuple's attributes
+        leave."""
         manager = self.manager
+        group = plan.group
         pruned = group & ~self._attr_fail(partial[0])
-        probes = {"J": _users(child.joins, group), "W": 1 + _users(child.windows, group),
-                  "J|A": _users(child.joins, pruned), "W|A": 1 + _users(child.windows, pruned)}
+        pruned_plan = child.for_group(pruned, self.shared) if pruned else None
+        probes = {"J": len(plan.joins), "W": 1 + len(plan.windows),
+                  "J|A": len(pruned_plan.joins) if pruned_plan else 0,
+                  "W|A": 1 + (len(pruned_plan.windows) if pruned_plan else 0)}
+        self._measure_join_candidates(child, plan, pruned, partial, store, mints, maxts, probes)
         manager.observe_expansion(store.size, probes)
-        manager.observe("Jok", 1, 1 if join is not None else 0)
-        self._observe_ranges(store, lo, hi, join, "")
+        joined = self._join_volume(ks, child, plan, partial, store, mints, maxts, lo, hi)
+        manager.observe("Jok", 1, 1 if joined is not None else 0)
+        self._observe_ranges(store, lo, hi, joined, "")
         if pruned == group:
-            self._observe_ranges(store, lo, hi, join, "|A", count=False)
-        elif pruned:
-            widest = self.shared.widest(pruned)
-            plo, phi = self._time_range(child, partial, pruned, max(maxts - widest, ks.floor), mints + widest)
-            self._observe_ranges(store, plo, phi, self._join_ranges(child, partial, pruned), "|A")
+            self._observe_ranges(store, lo, hi, joined, "|A", count=False)
+        elif pruned_plan is not None:
+            widest = pruned_plan.widest
+            plo, phi = _time_range(pruned_plan, partial, max(maxts - widest, ks.floor), mints + widest)
+            self._observe_ranges(store, plo, phi, self._join_volume(
+                ks, child, pruned_plan, partial, store, mints, maxts, plo, phi), "|A")
         else:
             manager.observe("W|A", store.size, 0)
             manager.observe("J|A", store.size, 0)
@@ -390,32 +456,100 @@ class JugglerEngine:
             for queries, given in ((group, ""), (pruned, "|A")):
                 if not queries or (given and queries == group):
                     continue
-                joined = 1 if self._filter(child.joins, partial, partner, queries, "J") else 0
-                timed = 1 if self._window_filter(child, partner, queries, mints, maxts, partial) else 0
+                joined = 1 if self._filter(plan.joins, partial, partner, queries, "J") else 0
+                timed = 1 if self._window_filter(plan, partner, queries, mints, maxts, partial) else 0
                 for name in ((given,) if given else ("", "|A") if pruned == group else ("",)):
                     manager.observe("Jc" + name, 1, joined)
                     manager.observe("Wc" + name, 1, timed)
 
-    def _observe_ranges(self, store: StreamStore, lo: int, hi: int,
-                        join: tuple[str, list[tuple[Any, Any]]] | None, given: str,
-                        count: bool = True) -> None:
+    def _measure_join_candidates(self, child: PlanNode, plan: GroupPlan, pruned: int,
+                                 partial: list[Held], store: StreamStore, mints: int,
+                                 maxts: int, probes: dict[str, float]) -> None:
+        """What filtering a partner that join-first retrieval found costs: each JES
+        probe serves only its own queries, so its partners pass the filters (and
+        probe the lists) of those queries, not the whole group's. A few partners
+        spread over where each probe finds them (its first value range, or the
+        attribute scan serving instead) are filtered for its queries (and for those
+        the tuple's attributes leave); the lists probed per partner are averaged over
+        the probes, weighted by how many partners each one finds."""
+        manager = self.manager
+        weights = {"": 0, "|A": 0}
+        lists = {"Jj": 0, "Wj": 0, "Jj|A": 0, "Wj|A": 0}
+        for check, queries, bound, covering in plan.probes:
+            ranges = _partner_ranges(check.plist, check.partner_is_left,
+                                     partial[check.other].value(check.other_column), bound)
+            if ranges is None:
+                continue
+            index, first, last = _probe_span(store, check, ranges[:1], covering)
+            found = last - first
+            picks = [index.helds[first + found * k // (_SAMPLED_CANDIDATES + 1)]
+                     for k in range(1, _SAMPLED_CANDIDATES + 1)] if found else []
+            kept = queries & pruned
+            for given, served in (("", queries), ("|A", kept)):
+                if not served or (given and served == queries):
+                    continue
+                mine = child.for_group(served, self.shared)
+                names = (given,) if given or kept != queries else ("", "|A")
+                for name in names:
+                    weights[name] += found
+                    lists["Jj" + name] += found * len(mine.joins)
+                    lists["Wj" + name] += found * (1 + len(mine.windows))
+                for partner in picks:
+                    passed = (1 if served & ~self._attr_fail(partner) else 0,
+                              1 if self._filter(mine.joins, partial, partner, served, "J") else 0,
+                              1 if self._window_filter(mine, partner, served, mints, maxts, partial) else 0)
+                    for name in names:
+                        for kind, ok in zip(("Aj", "Jj", "Wj"), passed):
+                            manager.observe(kind + name, 1, ok)
+        for kind, total in lists.items():
+            weight = weights[kind[2:]]
+            probes[kind] = total / weight if weight else probes[kind[0] + kind[2:]]
+
+    def _join_volume(self, ks: KeyState, child: PlanNode, plan: GroupPlan, partial: list[Held],
+                     store: StreamStore, mints: int, maxts: int, lo: int, hi: int) -> int | None:
+        """How many held events join-first retrieval would visit for `plan`'s queries:
+        those inside each JES probe's and attribute scan's value ranges, plus the WES
+        time range of the queries left; None when no such probe can be made."""
+        visited = 0
+        remaining = plan.group
+        for check, queries, bound, covering in plan.probes:
+            ranges = _partner_ranges(check.plist, check.partner_is_left,
+                                     partial[check.other].value(check.other_column), bound)
+            if ranges is None:
+                continue
+            span = _probe_span(store, check, ranges, covering)
+            visited += (span[2] - span[1] if span is not None
+                        else _count_in(store.index(check.partner_column), ranges))
+            remaining &= ~queries
+        for queries, _, first, last in _scans(store, plan, lo, hi):
+            visited += last - first
+            remaining &= ~queries
+        if remaining == plan.group:
+            return None
+        if remaining:
+            rest = child.for_group(remaining, self.shared)
+            lo, hi = _time_range(rest, partial, max(maxts - rest.widest, ks.floor), mints + rest.widest)
+            visited += store.count_between(lo, hi) if lo <= hi else 0
+        return visited
+
+    def _observe_ranges(self, store: StreamStore, lo: int, hi: int, joined: int | None,
+                        given: str, count: bool = True) -> None:
         manager = self.manager
         manager.comparisons["W"] += count
         manager.observe("W" + given, store.size, store.count_between(lo, hi) if lo <= hi else 0)
-        if join is None:
+        if joined is None:
             return
-        inside = _count_in(store.index(join[0]), join[1])
         manager.comparisons["J"] += count
-        manager.observe("J" + given, store.size, inside)
+        manager.observe("J" + given, store.size, joined)
 
-    def _window_filter(self, child: PlanNode, partner: Held, survivors: int, mints: int,
+    def _window_filter(self, plan: GroupPlan, partner: Held, survivors: int, mints: int,
                        maxts: int, partial: list[Held]) -> int:
         pts = partner.ts
         span = (maxts if maxts > pts else pts) - (mints if mints < pts else pts)
         self.manager.comparisons["W"] += 1
         survivors &= ~self.shared.too_narrow(span)
-        if survivors and child.windows:
-            survivors = self._filter(child.windows, partial, partner, survivors, "W")
+        if survivors and plan.windows:
+            survivors = self._filter(plan.windows, partial, partner, survivors, "W")
         return survivors
 
     def _filter(self, checks: tuple[Check, ...], partial: list[Held], partner: Held,
@@ -436,46 +570,6 @@ class JugglerEngine:
                 break
         self.manager.comparisons[kind] += probes
         return survivors
-
-    @staticmethod
-    def _join_ranges(child: PlanNode, partial: list[Held],
-                     group: int) -> tuple[str, list[tuple[Any, Any]]] | None:
-        """The JES column and value ranges that the loosest predicate of one join list
-        allows, for a list that every query of the group has a predicate in."""
-        for check in child.joins:
-            plist = check.plist
-            if group & ~plist.users:
-                continue
-            bound = plist.bound(group)
-            if bound is None:
-                continue
-            other = partial[check.other].value(check.other_column)
-            ranges = _partner_ranges(plist, check.partner_is_left, other, bound)
-            if ranges is not None:
-                return check.partner_column, ranges
-        return None
-
-    @staticmethod
-    def _time_range(child: PlanNode, partial: list[Held], group: int, lo: int, hi: int) -> tuple[int, int]:
-        """The MAXWINDOW range narrowed by every window list that all queries of the
-        group have a predicate in (the WES probe of the window type)."""
-        for check in child.windows:
-            plist = check.plist
-            if group & ~plist.users or plist.factor != 1:
-                continue
-            bound = plist.bound(group)
-            if bound is None:
-                continue
-            ranges = _partner_ranges(plist, check.partner_is_left, partial[check.other].ts, bound)
-            if ranges is None:
-                continue
-            low = min(r[0] for r in ranges)
-            high = max(r[1] for r in ranges)
-            if low > -math.inf:
-                lo = max(lo, math.ceil(low))
-            if high < math.inf:
-                hi = min(hi, math.floor(high))
-        return lo, hi
 
     def _emit(self, queries: int, path: tuple[str, ...], partial: list[Held], out: list) -> None:
         by_stream = dict(zip(path, partial))
@@ -520,8 +614,20 @@ def _compile_attributes(lists) -> tuple[tuple, tuple, tuple, tuple, int]:
     return tuple(lower), tuple(upper), tuple(equal), tuple(other), len(lists)
 
 
-def _users(checks: tuple[Check, ...], queries: int) -> int:
-    return sum(1 for c in checks if c.plist.users & queries)
+def _time_range(plan: GroupPlan, partial: list[Held], lo: int, hi: int) -> tuple[int, int]:
+    """The MAXWINDOW range narrowed by every window list that all queries of the
+    group have a predicate in (the WES probe of the window type)."""
+    for check, bound in plan.narrowing:
+        ranges = _partner_ranges(check.plist, check.partner_is_left, partial[check.other].ts, bound)
+        if ranges is None:
+            continue
+        low = min(r[0] for r in ranges)
+        high = max(r[1] for r in ranges)
+        if low > -math.inf:
+            lo = max(lo, math.ceil(low))
+        if high < math.inf:
+            hi = min(hi, math.floor(high))
+    return lo, hi
 
 
 def _sorted(out: list[tuple]) -> list[Result]:
@@ -558,12 +664,54 @@ def _partner_ranges(plist, partner_is_left: bool, other: Any,
     return ranges
 
 
-def _count_in(index, ranges: Iterable[tuple[Any, Any]]) -> int:
+def _count_in(index: ValueIndex, ranges: Iterable[tuple[Any, Any]]) -> int:
     """Events of a JES inside the ranges, from two bisects per range."""
-    return sum(index.bisect_right((high, math.inf)) - index.bisect_left((low,)) for low, high in ranges)
+    return sum(last - first for first, last in (index.span(low, high) for low, high in ranges))
 
 
-def _irange_all(index, ranges: Iterable[tuple[Any, Any]]) -> Iterator[Held]:
+def _scans(store: StreamStore, plan: GroupPlan, lo: int,
+           hi: int) -> Iterator[tuple[int, ValueIndex, int, int]]:
+    """The attribute scans of `plan` worth making: (queries, index, first, last) for
+    each whose value range holds fewer events than the WES range [lo, hi]."""
+    if not plan.scans:
+        return
+    in_window = store.count_between(lo, hi) if lo <= hi else 0
+    for (column, low, high), queries in plan.scans:
+        index = store.index(column)
+        first, last = index.span(low, high)
+        if last - first < in_window:
+            yield queries, index, first, last
+
+
+def _probe_span(store: StreamStore, check: Check, ranges: list[tuple[Any, Any]],
+                covering: tuple[Scan, ...]) -> tuple[ValueIndex, int, int] | None:
+    """Where a JES probe with one value range finds its queries' partners: its own
+    span, or that of an attribute scan holding all of them in fewer events (the
+    most selective list serves); None for several ranges (equality constants)."""
+    if len(ranges) != 1:
+        return None
+    index = store.index(check.partner_column)
+    first, last = index.span(*ranges[0])
+    for column, low, high in covering:
+        scan = store.index(column)
+        begin, end = scan.span(low, high)
+        if end - begin < last - first:
+            index, first, last = scan, begin, end
+    return index, first, last
+
+
+def _held_ts(held: Held) -> int:
+    return held.ts
+
+
+def _in_ranges(index: ValueIndex, ranges: list[tuple[Any, Any]]) -> list[Held]:
+    """The events of a JES inside the ranges, each once (the widened ranges of two
+    nearly equal constants can overlap)."""
+    if len(ranges) == 1:
+        first, last = index.span(*ranges[0])
+        return index.helds[first:last]
+    found: dict[Held, None] = {}
     for low, high in ranges:
-        for _, _, held in index.irange((low,), (high, math.inf)):
-            yield held
+        first, last = index.span(low, high)
+        found.update(dict.fromkeys(index.helds[first:last]))
+    return list(found)

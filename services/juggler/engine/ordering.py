@@ -7,9 +7,15 @@ type evaluated last is still measured:
 
 - A: the share of sampled tuples that satisfy the attribute predicates of at least
   one candidate query;
-- J and W: the share of a partner stream's held events inside the JES value range /
-  the WES time range that the candidate queries allow (read from index positions and
-  bucket sizes, not by visiting events).
+- J: the share of a partner stream's held events that join-first retrieval visits:
+  each join list probes its JES for the candidate queries it serves, and the queries
+  no join list serves are left to value-index scans or the WES (read from index
+  positions and bucket sizes, not by visiting events); it may exceed 1;
+- W: the share of those events inside the WES time range the candidate queries allow.
+
+A partner a JES probe found is filtered for that probe's queries only, which are few
+where queries use different lists, so its filter pass rates and list probes are
+measured on their own, on a few partners spread over each probe's range.
 
 Selectivities alone cannot tell that an attribute filter costs one cached bitmask AND
 while a join filter probes several predicate lists, so the order is the one the
@@ -24,9 +30,13 @@ from itertools import permutations
 
 TYPES = ("A", "J", "W")
 # Range shares ("J", "W"), filter pass rates of sampled candidates ("Ac", "Jc", "Wc"),
+# of partners a JES probe found, for the queries that probe serves ("Aj", "Jj", "Wj"),
 # the same once the tuple's attributes pruned the queries ("...|A"), and how often a
 # JES can serve retrieval at all ("Jok"; otherwise join-first falls back to the WES).
-MEASURES = ("A", "J", "W", "J|A", "W|A", "Ac", "Jc", "Wc", "Jc|A", "Wc|A", "Jok")
+MEASURES = ("A", "J", "W", "J|A", "W|A", "Ac", "Jc", "Wc", "Jc|A", "Wc|A", "Aj", "Jj", "Wj",
+            "Aj|A", "Jj|A", "Wj|A", "Jok")
+# Lists probed per candidate: by a WES candidate ("J", "W") and by a JES one ("Jj", "Wj").
+PROBED = ("J", "W", "J|A", "W|A", "Jj", "Wj", "Jj|A", "Wj|A")
 STATIC_ORDERS = tuple("".join(p) for p in permutations(TYPES))
 
 
@@ -100,7 +110,7 @@ class PredicateTypeManager:
             self._passed[kind] *= self.decay
         if self._expansions >= 1:
             self.partners = self._partner_sum / self._expansions
-            for kind in ("J", "W", "J|A", "W|A"):
+            for kind in PROBED:
                 self.probes[kind] = self._probe_sum[kind] / self._expansions
                 self._probe_sum[kind] *= self.decay
             self._partner_sum *= self.decay
@@ -115,9 +125,11 @@ class PredicateTypeManager:
 
         The first of J/W retrieves `partners * range share` candidates (one probe plus
         one per candidate); each candidate then runs the phases in order, paying a
-        phase's probes only if the earlier phases let it through. Attribute first also
-        filters the tuple itself before retrieval, which narrows the queries and so the
-        ranges and the lists probed.
+        phase's probes only if the earlier phases let it through (for JES candidates,
+        only those inside the time range, with the pass rates and probe counts of the
+        queries their probe serves). Attribute first also filters the tuple itself
+        before retrieval, which narrows the queries and so the ranges and the lists
+        probed.
         """
         m = self.selectivity
         pruned = order[0] == "A"
@@ -125,14 +137,19 @@ class PredicateTypeManager:
         join_first = order.index("J") < order.index("W")
         usable = m["Jok"] if join_first else 0.0
         share = {"J": m["J" + given], "W": m["W" + given]}
-        # pass rate of each filter among the retrieved candidates
+        # pass rate of each filter among the retrieved candidates, and lists probed
         by_window = {"A": m["Ac"], "J": m["Jc" + given], "W": m["Wc" + given]}
-        by_join = {"A": m["Ac"], "J": min(1.0, m["Jc" + given] / max(share["J"], 1e-9)),
-                   "W": m["Wc" + given] * share["W"]}
-        probes = {"J": self.probes["J" + given], "W": self.probes["W" + given]}
+        # a JES probe visits partners of any age; only those inside the time range
+        # (the WES share) are filtered, and the window filter then passes more of them
+        by_join = {"A": m["Aj" + given], "J": m["Jj" + given],
+                   "W": min(1.0, m["Wj" + given] / max(share["W"], 1e-9))}
+        window_probes = {"J": self.probes["J" + given], "W": self.probes["W" + given]}
+        join_probes = {"J": self.probes["Jj" + given], "W": self.probes["Wj" + given]}
         total = 1.0 if pruned else 0.0
         reach = m["A"] if pruned else 1.0
-        for weight, retrieved, passing in ((usable, share["J"], by_join), (1.0 - usable, share["W"], by_window)):
+        for weight, retrieved, passing, probes, timely in (
+                (usable, share["J"], by_join, join_probes, share["W"]),
+                (1.0 - usable, share["W"], by_window, window_probes, 1.0)):
             if weight <= 0:
                 continue
             candidates = self.partners * retrieved
@@ -144,7 +161,7 @@ class PredicateTypeManager:
                 else:
                     per_candidate += through * probes[phase]
                     through *= passing[phase]
-            total += weight * reach * (1.0 + candidates * (1.0 + per_candidate))
+            total += weight * reach * (1.0 + candidates * (1.0 + timely * per_candidate))
         return total
 
     @property

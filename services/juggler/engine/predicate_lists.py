@@ -117,6 +117,19 @@ class AttributeRangeList(PredicateList):
         masks = [by_threshold[t] for t in self.thresholds]
         self.fail_at = _suffix_or(masks) if self.direction == LOWER else _prefix_or(masks)
 
+    def loosest(self, queries: int) -> tuple[float, float]:
+        """The value range outside which every predicate of `queries` in this list
+        fails (they must all be users): a value index retrieves their partners with it.
+        Its end is a double on the outer side of the constant, so probes compare floats."""
+        constants = [c for (_, c), mask in self.entries.items() if mask & queries]
+        if self.direction == LOWER:
+            low = min(constants)
+            near = to_float(low)
+            return (near if near <= low else math.nextafter(near, -math.inf)), math.inf
+        high = max(constants)
+        near = to_float(high)
+        return -math.inf, (near if near >= high else math.nextafter(near, math.inf))
+
     def failing(self, value: Any) -> int:
         """Queries with a predicate in this list that `value` does not satisfy."""
         if type(value) is int and not -EXACT_INT <= value <= EXACT_INT:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from typing import Any, Iterator
 
-from sortedcontainers import SortedList
-
 from juggler.engine.events import Event
 from juggler.language.model import TIMESTAMP
 
@@ -37,13 +35,46 @@ class Held:
         return self.ts if column == TIMESTAMP else self.data[column]
 
 
+class ValueIndex:
+    """A JES: the held events of one stream and key sorted by one column, as two
+    parallel lists (values, events), so a value-range probe is two C bisections and
+    one slice, with no per-event Python work and no tuple keys to compare. Inserting
+    moves the tail of a plain list: cheap for the per-key stores it serves (a key holds
+    its own horizon's events), linear for a single key holding very many."""
+
+    __slots__ = ("values", "helds")
+
+    def __init__(self, helds: list[Held], column: str) -> None:
+        helds = sorted(helds, key=lambda h: h.value(column))
+        self.values = [h.value(column) for h in helds]
+        self.helds = helds
+
+    def add(self, value: Any, held: Held) -> None:
+        i = bisect_right(self.values, value)
+        self.values.insert(i, value)
+        self.helds.insert(i, held)
+
+    def remove(self, value: Any, held: Held) -> None:
+        i = bisect_left(self.values, value)
+        helds = self.helds
+        while helds[i] is not held:
+            i += 1
+        del self.values[i]
+        del helds[i]
+
+    def span(self, low: Any, high: Any) -> tuple[int, int]:
+        """Positions [first, last) of the events with low <= value <= high."""
+        first = bisect_left(self.values, low)
+        return first, bisect_right(self.values, high, first)
+
+
 class StreamStore:
     """The held events of one stream of one key.
 
     The WES is a set of time buckets of `bucket_ms` each, kept sorted by timestamp so a
     time-range probe reads whole buckets inside the range and filters only the two at
-    its ends, and purging expired events drops whole buckets. JES indexes are sorted
-    lists of `(value, seq, held)` per joined column, built on first use.
+    its ends, and purging expired events drops whole buckets. JES indexes are
+    `ValueIndex`es per probed column, built on first use.
     """
 
     __slots__ = ("bucket_ms", "bucket_ids", "buckets", "indexes", "size")
@@ -52,7 +83,7 @@ class StreamStore:
         self.bucket_ms = bucket_ms
         self.bucket_ids: list[int] = []
         self.buckets: dict[int, list[Held]] = {}
-        self.indexes: dict[str, SortedList] = {}
+        self.indexes: dict[str, ValueIndex] = {}
         self.size = 0
 
     def insert(self, held: Held) -> None:
@@ -69,7 +100,7 @@ class StreamStore:
         else:
             bucket.insert(bisect_right(bucket, held.ts, key=_ts), held)
         for column, index in self.indexes.items():
-            index.add((held.value(column), held.seq, held))
+            index.add(held.value(column), held)
         self.size += 1
 
     def between(self, lo: int, hi: int) -> Iterator[Held]:
@@ -104,12 +135,11 @@ class StreamStore:
             i += 1
         return count
 
-    def index(self, column: str) -> SortedList:
-        """The JES over `column`, built from the WES the first time a join needs it."""
+    def index(self, column: str) -> ValueIndex:
+        """The JES over `column`, built from the WES the first time a probe needs it."""
         index = self.indexes.get(column)
         if index is None:
-            index = self.indexes[column] = SortedList(
-                (h.value(column), h.seq, h) for h in self.all())
+            index = self.indexes[column] = ValueIndex(list(self.all()), column)
         return index
 
     def all(self) -> Iterator[Held]:
@@ -125,7 +155,7 @@ class StreamStore:
             self.size -= len(bucket)
             for column, index in self.indexes.items():
                 for held in bucket:
-                    index.remove((held.value(column), held.seq, held))
+                    index.remove(held.value(column), held)
             n += 1
         if n:
             del ids[:n]
