@@ -105,3 +105,26 @@ def test_restored_key_joins_like_the_original() -> None:
     expected = [(r.query, r.sources) for r in original.process(incoming)]
     assert [(r.query, r.sources) for r in restarted.process(incoming)] == expected == [("q", {"B": 0, "H": 9})]
     assert restarted.snapshot("k") == original.snapshot("k")
+
+
+def test_nearly_equal_equality_constants_give_each_partner_once() -> None:
+    """1/10 and the double nearest it are different constants whose widened search
+    ranges overlap; a partner inside both must still make one result per query."""
+    double_tenth = "0.1000000000000000055511151231257827021181583404541015625"
+    texts = [(f"q{i}", f"SELECT * FROM B, H MAXWINDOW 10 s WHERE H.y = {c} and B.x < H.y")
+             for i, c in enumerate(("0.1", double_tenth))]
+    from juggler.engine.naive import NaiveEngine
+
+    events = (("H", 0, {"y": 0.1, "s": "a"}), ("B", 1, {"x": 0.0, "s": "a"}),
+              ("H", 2, {"y": 0.1, "s": "a"}), ("B", 3, {"x": -1.0, "s": "a"}))
+    for order in ("adaptive", "AJW", "JAW", "WJA"):
+        engine = _engine(*texts, order=order)
+        check = _engine(*texts, order=order)
+        naive = NaiveEngine(EngineConfig())
+        for qid, text in texts:
+            naive.register(compile_query(qid, text, CATALOG))
+        expected = _feed(naive, *events)
+        assert sorted(_feed(engine, *events), key=repr) == sorted(expected, key=repr)
+        results = _feed(check, *events)
+        assert len({repr(r) for r in results}) == len(results), "a result came out twice"
+        assert {q for q, _, _ in results} == {"q0", "q1"}
