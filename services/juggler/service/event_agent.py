@@ -19,6 +19,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from juggler.codec.avro import COMMAND, RESULT, CodecError, result_record
@@ -42,6 +43,21 @@ class InputGap(RuntimeError):
     """The consumer skipped committed records of a stream topic and seeking back did not
     bring them. The worker stops (status 70); its restart resumes from the committed
     offsets and state."""
+
+
+@dataclass
+class BatchEffects:
+    """What one partition's batch produces and counts; sent and counted only once the
+    batch's transaction commits."""
+
+    outbox: Outbox = field(default_factory=Outbox)
+    dirty: set[str] = field(default_factory=set)
+    """Keys whose held state changed: their snapshots go to the changelog."""
+    events_in: Counter[str] = field(default_factory=Counter)
+    late: Counter[str] = field(default_factory=Counter)
+    results_out: Counter[str] = field(default_factory=Counter)
+    produced_at: list[tuple[float, int]] = field(default_factory=list)
+    """(Kafka timestamp, results) per event that made results."""
 
 
 class EventProcessor:
@@ -71,14 +87,9 @@ class EventProcessor:
                 [(t, partition) for t in topics])
             self.engines.get(partition).next_offsets.update(as_faust_tps(committed))
         pe = self.engines.get(partition)
-        outbox = Outbox()
+        fx = BatchEffects()
         offsets: dict[Any, int] = {}
-        dirty: set[str] = set()
         queries_changed = False
-        events_in: Counter[str] = Counter()
-        late: Counter[str] = Counter()
-        results_out: Counter[str] = Counter()
-        produced_at: list[tuple[float, int]] = []  # (Kafka timestamp, results) per event
         redelivered = 0
         refetch: dict[Any, int] = {}
         now = time.monotonic()
@@ -104,29 +115,9 @@ class EventProcessor:
                 pe.take(message.tp, message.offset)
             offsets[message.tp] = message.offset + 1
             if message.topic == self.fanout:
-                queries_changed |= self._command(pe, message, outbox, results_out)
-                continue
-            stream = self.stream_of_topic[message.topic]
-            events_in[stream] += 1
-            try:
-                item = self.codec.event_from(stream, message.key, message.value,
-                                             (message.topic, message.partition, message.offset))
-            except CodecError as exc:
-                kind = "schema" if type(exc).__name__ == "SchemaViolation" else "undecodable"
-                if message.key is None:
-                    kind = "no_key"
-                self.w.dead_letters.send(outbox, message, kind, exc.reason)
-                continue
-            try:
-                results = pe.engine.process(item)
-            except LateEvent as exc:
-                late[stream] += 1
-                self.w.dead_letters.send(outbox, message, "late", exc.reason)
-                continue  # a late event changes nothing
-            dirty.add(item.key)
-            if results:
-                self._publish(results, outbox, results_out)
-                produced_at.append((message.timestamp, len(results)))
+                queries_changed |= self._command(pe, message, fx.outbox, fx.results_out)
+            else:
+                self._event(pe, message, fx)
         if redelivered:
             log.warning("partition %d: skipped %d records delivered a second time",
                         partition, redelivered)
@@ -140,7 +131,8 @@ class EventProcessor:
                            f"did not come back within {REFETCH_TIMEOUT}s of seeking back")
         if not offsets:
             return
-        for key in dirty:
+        outbox = fx.outbox
+        for key in fx.dirty:
             snapshot = pe.engine.snapshot(key)
             if snapshot is not None:
                 self.tables.write(outbox, self.tables.held, partition, held_key(partition, key),
@@ -148,13 +140,39 @@ class EventProcessor:
         if queries_changed:
             self.tables.write(outbox, self.tables.queries, partition, str(partition),
                               pe.queries_record())
-        outbox.then(lambda: self._count(events_in, late, results_out, produced_at))
+        outbox.then(lambda: self._count(fx))
         try:
             await self.w.transactions.commit(events[0].message.topic, partition, offsets, outbox)
         except PartitionLost:
             # Revoked mid-batch: the new owner redoes the batch from the committed offsets.
             self.engines.drop(partition)
             raise
+
+    def _event(self, pe: PartitionEngine, message: Any, fx: BatchEffects) -> None:
+        """Decode one stream record and feed it to the engine; bad or late input goes
+        to the dead letters. Records are taken in arrival order: which events are late
+        depends on that order (DESIGN section 3)."""
+        stream = self.stream_of_topic[message.topic]
+        fx.events_in[stream] += 1
+        try:
+            item = self.codec.event_from(stream, message.key, message.value,
+                                         (message.topic, message.partition, message.offset))
+        except CodecError as exc:
+            kind = "schema" if type(exc).__name__ == "SchemaViolation" else "undecodable"
+            if message.key is None:
+                kind = "no_key"
+            self.w.dead_letters.send(fx.outbox, message, kind, exc.reason)
+            return
+        try:
+            results = pe.engine.process(item)
+        except LateEvent as exc:
+            fx.late[stream] += 1
+            self.w.dead_letters.send(fx.outbox, message, "late", exc.reason)
+            return  # a late event changes nothing
+        fx.dirty.add(item.key)
+        if results:
+            self._publish(results, fx.outbox, fx.results_out)
+            fx.produced_at.append((message.timestamp, len(results)))
 
     def _publish(self, results: list[Result], outbox: Outbox, counts: Counter[str]) -> None:
         encode = self.codec.encode
@@ -198,17 +216,16 @@ class EventProcessor:
         log.info("partition %d: deregistered %r", message.partition, query_id)
         return True
 
-    def _count(self, events_in: Counter[str], late: Counter[str], results_out: Counter[str],
-               produced_at: list[tuple[float, int]]) -> None:
+    def _count(self, fx: BatchEffects) -> None:
         m = self.metrics
-        for stream, n in events_in.items():
+        for stream, n in fx.events_in.items():
             m.events_in.labels(stream).inc(n)
-        for stream, n in late.items():
+        for stream, n in fx.late.items():
             m.late_events.labels(stream).inc(n)
-        for query, n in results_out.items():
+        for query, n in fx.results_out.items():
             m.results_out.labels(query).inc(n)
         now = time.time()
-        for timestamp, n in produced_at:
+        for timestamp, n in fx.produced_at:
             if timestamp:
                 for _ in range(n):
                     m.latency.observe(max(0.0, now - timestamp))
