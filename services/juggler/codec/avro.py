@@ -350,10 +350,15 @@ class Codec:
         if not isinstance(record, Mapping):
             raise SchemaViolation(f"a {schema.full_name} record must be a mapping, got "
                                   f"{_show(record)}")
-        try:
-            validate(record, schema.parsed, raise_errors=True)
-        except ValidationError as exc:
-            raise SchemaViolation(_invalid_record(schema, record, exc)) from None
+        # validate without errors first: with raise_errors, fastavro builds (and
+        # JSON-dumps the datum into) an error for every union branch it tries, which
+        # made encoding results' rows most of the worker's time; the message is only
+        # worth building for a record that really fails
+        if not validate(record, schema.parsed, raise_errors=False):
+            try:
+                validate(record, schema.parsed, raise_errors=True)
+            except ValidationError as exc:
+                raise SchemaViolation(_invalid_record(schema, record, exc)) from None
         out = io.BytesIO()
         try:
             fastavro.schemaless_writer(out, schema.parsed, record,
