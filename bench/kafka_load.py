@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -60,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     from juggler.kafka.broker import LocalBroker
 
     workload = workload_j(100, 0.5)
-    events = list(islice(_with_alerts(workload.events()), args.events + 200_000))
-    throughput_events, later = events[:args.events], events[args.events:]
+    stream = _with_alerts(workload.events())
+    throughput_events = list(islice(stream, args.events))
+    later = stream  # the latency runs go on from there, taking what they need
     log(f"K: J n=100 50% overlap, {args.events} events, {args.repeats} repeats")
     with tempfile.TemporaryDirectory(prefix="juggler-bench-k-") as tmp, \
             LocalBroker(Path(tmp) / "kafka") as broker:
@@ -77,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
-                events: list[Any], later: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+                events: list[Any], later: Iterator[Any],
+                args: argparse.Namespace) -> dict[str, Any]:
     from juggler.service.process import WorkerProcess
 
     ceilings, engines, workers = [], [], []
@@ -166,7 +168,7 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> float:
     return len(events) / (time.perf_counter() - t0)
 
 
-def measure_latency(bootstrap: str, prefix: str, events: list[Any],
+def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
                     queries: list[tuple[str, str]], rate: float,
                     seconds: float) -> dict[str, Any]:
     """Produce at `rate` events/s for `seconds`; time each result from the produce call
@@ -286,17 +288,11 @@ def _with_alerts(events: Iterator[Any]) -> Iterator[Any]:
 
 
 def _register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
-    from juggler.codec.avro import Codec
+    from juggler.control.client import submit
     from juggler.control.commands import Command
-    from juggler.kafka.names import CONTROL
-    from juggler.kafka.producer import EventProducer
 
-    codec = Codec()
-    producer = EventProducer(bootstrap, codec)
     for query_id, text in queries:
-        producer.send_raw(prefix + CONTROL, query_id.encode(),
-                          Command.register(query_id, text).encode(codec))
-    producer.flush()
+        submit(bootstrap, Command.register(query_id, text), wait=False, prefix=prefix)
 
 
 def _wait_registered(worker: Any, count: int, timeout: float = 120.0) -> None:
@@ -310,37 +306,23 @@ def _wait_registered(worker: Any, count: int, timeout: float = 120.0) -> None:
 
 
 def _produce(bootstrap: str, prefix: str, events: list[Any]) -> dict[tuple[str, int], int]:
+    """Every event as fast as possible; the last offset per topic partition."""
     from juggler.kafka.producer import EventProducer
 
     producer = EventProducer(bootstrap, prefix=prefix)
-    last: dict[tuple[str, int], int] = {}
-
-    def delivered(pos: tuple[str, int, int]) -> None:
-        last[pos[:2]] = max(pos[2], last.get(pos[:2], -1))
-
     for event in events:
-        producer.send(event.stream, event.key, event.ts, event.data, delivered)
+        producer.send(event.stream, event.key, event.ts, event.data)
     producer.flush()
-    return last
+    return producer.last_offsets
 
 
 def _wait_committed(bootstrap: str, group: str, last: dict[tuple[str, int], int],
                     timeout: float = 3600.0) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+    from juggler.kafka.group_progress import GroupProgress
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "log_level": 0})
-    try:
-        deadline = time.monotonic() + timeout
-        parts = [TopicPartition(t, p) for t, p in last]
-        while time.monotonic() < deadline:
-            committed = consumer.committed(parts, timeout=10)
-            if all(tp.offset > last[(tp.topic, tp.partition)] for tp in committed):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("the worker did not catch up")
-    finally:
-        consumer.close()
+    with GroupProgress(bootstrap, group) as progress:
+        if not progress.wait(last, timeout, interval=0.05):
+            raise RuntimeError("the worker did not catch up")
 
 
 def _metric(worker: Any, name: str) -> float:

@@ -93,6 +93,9 @@ class Client:
 
     def command(self, action: str, query_id: str, text: str | None = None,
                 history: bool = False) -> int:
+        # produced directly, not through `juggler.control.client.submit`: tests send
+        # commands the client refuses (ids that cannot name a topic) to see the
+        # worker reject them
         value = self.codec.encode("juggler.Command", {"action": action, "id": query_id,
                                                       "text": text, "history": history})
         return self.send_raw(self.names.control, query_id.encode(), value)[2]
@@ -163,33 +166,24 @@ class Client:
                       watch: Any = None) -> None:
         """Until the worker group's committed offsets cover every committed record of
         `topics` (so everything produced so far is processed and its output committed)."""
-        from confluent_kafka import Consumer, TopicPartition
+        from juggler.kafka.group_progress import GroupProgress
 
-        targets: dict[tuple[str, int], int] = {}
+        last: dict[tuple[str, int], int] = {}
         for topic in topics:
             for m in self.read(topic):
                 key = (m.topic(), m.partition())
-                targets[key] = max(targets.get(key, 0), m.offset() + 1)
-        if not targets:
+                last[key] = max(last.get(key, -1), m.offset())
+        if not last:
             return
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": app_id,
-                             "enable.auto.commit": False, "log_level": 0})
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                committed = consumer.committed([TopicPartition(t, p) for t, p in targets],
-                                               timeout=10)
-                behind = {(tp.topic, tp.partition): (tp.offset, targets[(tp.topic, tp.partition)])
-                          for tp in committed if tp.offset < targets[(tp.topic, tp.partition)]}
-                if not behind:
-                    return
-                assert time.monotonic() < deadline, f"worker did not consume: {behind}"
-                for hook in (watch, self.watch):
-                    if hook is not None:
-                        hook()
-                time.sleep(0.3)
-        finally:
-            consumer.close()
+
+        def waiting(_: int) -> None:
+            for hook in (watch, self.watch):
+                if hook is not None:
+                    hook()
+
+        with GroupProgress(self.bootstrap, app_id) as progress:
+            assert progress.wait(last, timeout, on_wait=waiting), \
+                f"worker did not consume: {progress.behind(last)} records behind"
 
 
 def identities(results: Iterable[Any]) -> Counter:

@@ -92,18 +92,20 @@ class ControlView:
 
 
 def submit(bootstrap: str, command: Command, *, wait: bool = True, timeout: float = 30.0,
-           codec: Codec | None = None) -> Submission:
-    """Produce `command` to `juggler.control`; with `wait`, wait up to `timeout` seconds
-    for its status (`Submission.status` is None when none came)."""
+           codec: Codec | None = None, prefix: str = "") -> Submission:
+    """Produce `command` to `juggler.control` (under the deployment's topic `prefix`);
+    with `wait`, wait up to `timeout` seconds for its status (`Submission.status` is
+    None when none came)."""
     validate_query_id(command.id)
     codec = codec or Codec()
     value = command.encode(codec)
     deadline = time.monotonic() + timeout
-    start = _end_offsets(bootstrap, CONTROL_STATUS, timeout) if wait else None
-    sent = _produce(bootstrap, CONTROL, command.id.encode(), value, timeout)
+    status_topic = prefix + CONTROL_STATUS
+    start = _end_offsets(bootstrap, status_topic, timeout) if wait else None
+    sent = _produce(bootstrap, prefix + CONTROL, command.id.encode(), value, timeout)
     status = None
     if start is not None:
-        status = _find(bootstrap, CONTROL_STATUS, start, deadline,
+        status = _find(bootstrap, status_topic, start, deadline,
                        lambda msg: _matching_status(codec, msg, command.id, sent.offset))
     return Submission(command, sent, status)
 

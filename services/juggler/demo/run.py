@@ -101,12 +101,11 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
         reader.start()
         say(f"producing ICU vitals for {options.patients} patients at {options.rate:g} "
             f"events/s for {options.seconds:g} s")
-        positions = _produce(bootstrap, options, tally, reader, say)
-        _wait_consumed(bootstrap, positions, reader, say)
+        last = _produce(bootstrap, options, tally, reader, say)
+        _wait_consumed(bootstrap, last, reader, say)
         reader.drain(say)
         _summary(tally, [q for q, _ in queries], worker.url, say)
         return tally
-    raise AssertionError("unreachable")  # pragma: no cover - ExitStack re-raises
 
 
 PROGRESS_EVERY = 5.0
@@ -142,12 +141,6 @@ def _produce(bootstrap: str, options: DemoOptions, tally: Tally, reader: Results
     from juggler.kafka.producer import EventProducer
 
     producer = EventProducer(bootstrap)
-    positions: dict[tuple[str, int], int] = {}
-
-    def delivered(pos: tuple[str, int, int]) -> None:
-        topic, partition, offset = pos
-        positions[(topic, partition)] = max(offset, positions.get((topic, partition), -1))
-
     start = _now_ms()
     end = start + int(options.seconds * 1000)
     events = VitalsSimulator(options.patients, options.seed).events(start, options.rate)
@@ -157,7 +150,7 @@ def _produce(bootstrap: str, options: DemoOptions, tally: Tally, reader: Results
         now = _now_ms()
         while pending[2] <= now and pending[2] < end:
             stream, key, ts, data = pending
-            producer.send(stream, key, ts, data, delivered)
+            producer.send(stream, key, ts, data)
             tally.produced += 1
             pending = next(events)
         reader.drain(say)
@@ -166,7 +159,7 @@ def _produce(bootstrap: str, options: DemoOptions, tally: Tally, reader: Results
             say(_progress(tally, (now - start) / 1000), progress=True)
         time.sleep(0.02)
     producer.flush()
-    return positions
+    return producer.last_offsets
 
 
 def _progress(tally: Tally, elapsed: float) -> str:
@@ -175,30 +168,20 @@ def _progress(tally: Tally, elapsed: float) -> str:
             f"({tally.produced / max(elapsed, 1e-9):,.0f}/s) | results: {counts or 'none yet'}")
 
 
-def _wait_consumed(bootstrap: str, positions: dict[tuple[str, int], int],
+def _wait_consumed(bootstrap: str, last: dict[tuple[str, int], int],
                    reader: ResultsReader, say: Callable[..., None],
                    timeout: float = 60.0) -> None:
     """Until the worker's group has committed past every produced event: its results
     are then committed too (one transaction holds both)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from juggler.kafka.group_progress import GroupProgress
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": APP_ID,
-                         "enable.auto.commit": False, "log_level": 0})
-    try:
-        deadline = time.monotonic() + timeout
-        parts = [TopicPartition(t, p) for t, p in positions]
-        while time.monotonic() < deadline:
-            committed = consumer.committed(parts, timeout=10)
-            behind = sum(max(0, positions[(tp.topic, tp.partition)] + 1 - max(tp.offset, 0))
-                         for tp in committed)
-            if behind == 0:
-                return
-            say(f"waiting for the worker: {behind:,} events to go", progress=True)
-            reader.drain(say)
-            time.sleep(0.3)
-        say(f"the worker did not catch up within {timeout:g} s")
-    finally:
-        consumer.close()
+    def waiting(behind: int) -> None:
+        say(f"waiting for the worker: {behind:,} events to go", progress=True)
+        reader.drain(say)
+
+    with GroupProgress(bootstrap, APP_ID) as progress:
+        if not progress.wait(last, timeout, on_wait=waiting):
+            say(f"the worker did not catch up within {timeout:g} s")
 
 
 def _summary(tally: Tally, query_ids: list[str], url: str, say: Callable[..., None]) -> None:

@@ -68,11 +68,6 @@ def equality_key(constant: Key) -> Key | None:
     return near if near == constant else None
 
 
-def is_exact_double(value: Number) -> bool:
-    """True when `value` converts to float without rounding (all floats, most ints)."""
-    return type(value) is float or -EXACT_INT <= value <= EXACT_INT
-
-
 def exact_difference(x: Number, factor: Fraction, y: Number) -> Fraction:
     """`x - factor * y` in exact arithmetic."""
     return Fraction(x) - factor * Fraction(y)

@@ -315,5 +315,4 @@ class PairEqualityList(PredicateList):
         return Bound(EQUALITY, named, tuple(to_float(k) for k in named))
 
 
-AttributeList = AttributeRangeList | AttributeEqualityList
 PairList = PairRangeList | PairEqualityList

@@ -28,6 +28,8 @@ class EventProducer:
         self.codec = codec or Codec()
         self.prefix = prefix
         self.errors: list[str] = []
+        self.last_offsets: dict[tuple[str, int], int] = {}
+        """(topic, partition) -> offset of the last record delivered there."""
         self.producer = Producer({"bootstrap.servers": bootstrap,
                                   "partitioner": "murmur2_random",
                                   "enable.idempotence": True, "linger.ms": 5,
@@ -49,7 +51,10 @@ class EventProducer:
         def delivered(err: Any, msg: Any) -> None:
             if err is not None:
                 self.errors.append(f"{msg.topic()}: {err}")
-            elif on_delivery is not None:
+                return
+            where = (msg.topic(), msg.partition())
+            self.last_offsets[where] = max(msg.offset(), self.last_offsets.get(where, -1))
+            if on_delivery is not None:
                 on_delivery((msg.topic(), msg.partition(), msg.offset()))
 
         while True:

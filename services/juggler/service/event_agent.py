@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from juggler.codec.avro import COMMAND, RESULT, CodecError, result_record
+from juggler.codec.avro import COMMAND, RESULT, CodecError, SchemaViolation, result_record
 from juggler.engine.events import LateEvent, RegistrationError, Result
 from juggler.service.input_positions import (
     as_faust_tps,
@@ -158,7 +158,7 @@ class EventProcessor:
             item = self.codec.event_from(stream, message.key, message.value,
                                          (message.topic, message.partition, message.offset))
         except CodecError as exc:
-            kind = "schema" if type(exc).__name__ == "SchemaViolation" else "undecodable"
+            kind = "schema" if isinstance(exc, SchemaViolation) else "undecodable"
             if message.key is None:
                 kind = "no_key"
             self.w.dead_letters.send(fx.outbox, message, kind, exc.reason)

@@ -102,9 +102,6 @@ class WorkerProcess:
             self.proc.kill()
             self.proc.wait(10)
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def log_tail(self, lines: int = 80) -> str:
         if not self.logfile.exists():
             return "(no log)"

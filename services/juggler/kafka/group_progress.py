@@ -1,0 +1,56 @@
+"""How far a consumer group's committed offsets are behind what was produced.
+
+The worker commits its input offsets in the same transaction as the results they
+caused, so "the group has committed past every produced record" means "every result of
+those records is committed": the demo, the load benchmark and the tests wait on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Self
+
+Last = Mapping[tuple[str, int], int]
+"""(topic, partition) -> offset of the last record that must be consumed."""
+
+
+class GroupProgress:
+    def __init__(self, bootstrap: str, group: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "enable.auto.commit": False, "log_level": 0})
+
+    def behind(self, last: Last) -> int:
+        """Records up to `last` the group has not committed yet."""
+        from confluent_kafka import TopicPartition
+
+        committed = self.consumer.committed([TopicPartition(t, p) for t, p in last],
+                                            timeout=10)
+        return sum(max(0, last[(tp.topic, tp.partition)] + 1 - max(tp.offset, 0))
+                   for tp in committed)
+
+    def wait(self, last: Last, timeout: float, interval: float = 0.3,
+             on_wait: Callable[[int], None] | None = None) -> bool:
+        """Until nothing is behind (True) or `timeout` seconds passed (False);
+        `on_wait(behind)` runs between checks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            behind = self.behind(last)
+            if behind == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            if on_wait is not None:
+                on_wait(behind)
+            time.sleep(interval)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
