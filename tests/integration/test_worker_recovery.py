@@ -42,7 +42,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, t
             try:
                 for i in range(0, len(records), 10):
                     sent.extend(client.send_events(records[i:i + 10]))
-                    time.sleep(0.03)
+                    time.sleep(0.06)  # slow enough that both kills fall mid-stream
             finally:
                 producing.clear()
 
