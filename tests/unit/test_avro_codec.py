@@ -1,7 +1,8 @@
 """The Avro codec (`juggler.codec.avro`): round trips for every schema in `schemas/`,
 byte-for-byte agreement with the reference implementation (the `avro` package), every
-DecodeError / SchemaViolation path, and the Schema Registry framing against a small
-in-test HTTP server that implements the two registry endpoints the codec uses.
+DecodeError / SchemaViolation path and the kind it reports (fuzzed: bad input raises a
+CodecError and nothing else), and the Schema Registry framing against a small in-test
+HTTP server that implements the two registry endpoints the codec uses.
 
 No real Schema Registry is run here (karapace is not on PyPI and Confluent's registry
 is not on Maven Central); the server below follows the Confluent REST API for
@@ -15,7 +16,7 @@ import json
 import math
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ import avro.schema
 import fastavro
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from juggler.cli import main
 from juggler.codec import framing
-from juggler.codec.avro import (COMMAND, RESULT, Codec, DecodeError, RegistryError,
-                                SchemaViolation, UnknownSchema, load_avro_schemas,
-                                result_record)
+from juggler.codec.avro import (CODEC_KINDS, COMMAND, MAX_KEY_BYTES, RESULT, Codec,
+                                CodecError, DecodeError, RegistryError, SchemaViolation,
+                                UnknownSchema, load_avro_schemas, result_record)
 from juggler.codec.jsonl import InputError
 from juggler.codec.registry import RegistryClient
 from juggler.engine.events import Result
@@ -252,10 +255,12 @@ def test_unknown_fingerprint(codec: Codec) -> None:
 
 
 def test_message_of_another_schema(codec: Codec) -> None:
+    """Well-formed but not the topic's record: a contract violation, not bad bytes."""
     data = codec.encode("H", SAMPLES["juggler.stream.H"][0])
-    with pytest.raises(DecodeError, match="written with schema juggler.stream.H, "
-                                          "expected juggler.stream.B"):
+    with pytest.raises(SchemaViolation, match="written with schema juggler.stream.H, "
+                                              "expected juggler.stream.B") as err:
         codec.decode("B", data)
+    assert err.value.kind == "schema"
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -360,6 +365,137 @@ def test_event_keys(codec: Codec) -> None:
         codec.event_from("K", None, data, 0)
     with pytest.raises(DecodeError, match="stream K message key is not UTF-8 text: ff fe"):
         codec.event_from("K", b"\xff\xfe", data, 0)
+    with pytest.raises(DecodeError, match="not UTF-8 text: ed a0 80"):
+        codec.event_from("K", "\ud800", data, 0)  # a lone surrogate in a str key
+    longest = "é" * (MAX_KEY_BYTES // 2)
+    assert codec.event_from("K", longest.encode(), data, 0).key == longest
+    with pytest.raises(SchemaViolation, match="stream K message key has 65,537 bytes, more "
+                                              "than the 65,536 an entity key may have"):
+        codec.event_from("K", b"k" * (MAX_KEY_BYTES + 1), data, 0)
+
+
+# -- kinds: what is wrong, for the worker's dead letters and metrics ----------------------
+
+DECODE_KINDS = {"null_value", "empty", "undecodable", "bad_key"}
+"""The kinds raised as DecodeError; the others (schema, no_key, oversized_key) are
+SchemaViolations."""
+VALUE_KINDS = ("null_value", "empty", "undecodable", "schema")
+"""The kinds a value can have (a control record's, or a stream record's with a good key)."""
+
+
+def bad_stream_records(codec: Codec) -> list[tuple[str, bytes | None, bytes | None]]:
+    """(kind, key, value) of bad records on the B topic, at least one of every kind."""
+    b = SAMPLES["juggler.stream.B"][0]
+    good = codec.encode("B", b)
+    return [
+        ("null_value", b"p1", None),
+        ("empty", b"p1", b""),
+        ("undecodable", b"p1", b"\x8f\x13\xa0 random bytes"),
+        ("undecodable", b"p1", b'{"ts": 1}'),
+        ("undecodable", b"p1", good[:-1]),  # truncated body
+        ("undecodable", b"p1", good[:5]),  # truncated header
+        ("undecodable", b"p1", good[:2] + bytes(8) + good[10:]),  # unknown fingerprint
+        ("undecodable", b"p1", good + b"\x00"),  # trailing bytes
+        ("undecodable", b"p1", framing.confluent(7, good[10:])),  # no registry here
+        ("schema", b"p1", codec.encode(COMMAND, SAMPLES[COMMAND][0])),  # another record
+        ("schema", b"p1", codec.encode("H", SAMPLES["juggler.stream.H"][0])),
+        ("schema", b"p1", single_object(codec, "B", {**b, "temp": math.nan})),
+        ("no_key", None, good),
+        ("no_key", None, None),  # the key is checked first
+        ("bad_key", b"p\xff1", good),
+        ("oversized_key", b"k" * (MAX_KEY_BYTES + 1), good),
+    ]
+
+
+def test_every_bad_stream_record_has_its_kind(codec: Codec) -> None:
+    cases = bad_stream_records(codec)
+    assert {kind for kind, _, _ in cases} == set(CODEC_KINDS)
+    for kind, key, value in cases:
+        with pytest.raises(CodecError) as err:
+            codec.event_from("B", key, value, ("juggler.stream.B", 0, 9))
+        assert err.value.kind == kind, (key, value, err.value.reason)
+        expected = DecodeError if kind in DECODE_KINDS else SchemaViolation
+        assert type(err.value) is expected and err.value.reason
+
+
+@pytest.mark.parametrize("value, kind", [
+    (None, "null_value"), (b"", "empty"), (b"\x00\x01", "undecodable"),
+    (b"REGISTER q1", "undecodable"), (b"\xc3\x01" + bytes(8), "undecodable"),
+])
+def test_control_record_kinds(codec: Codec, value: bytes | None, kind: str) -> None:
+    with pytest.raises(DecodeError) as err:
+        codec.decode(COMMAND, value)
+    assert err.value.kind == kind
+    stream_record = codec.encode("K", {"ts": 1, "fluid": 2.0})
+    with pytest.raises(SchemaViolation) as err:
+        codec.decode(COMMAND, stream_record)
+    assert err.value.kind == "schema"
+
+
+def test_encode_violations_are_of_kind_schema(codec: Codec) -> None:
+    with pytest.raises(SchemaViolation) as err:
+        codec.encode("B", {"ts": 1})
+    assert err.value.kind == "schema"
+
+
+def _mutated(data: bytes, index: int, byte: int, end: int) -> bytes:
+    """`data` with one byte replaced and cut at `end` (no cut when `end` is past it)."""
+    changed = bytearray(data)
+    changed[index % len(changed)] = byte
+    return bytes(changed[:end])
+
+
+def values(codec: Codec, names: Iterable[str] = SAMPLES) -> st.SearchStrategy[bytes | None]:
+    """Random bytes, random bodies behind the headers of `names`' schemas, and valid
+    messages of those schemas with one byte changed and a random cut."""
+    headers = [framing.single_object(codec.fingerprint(name), b"") for name in names]
+    valid = [codec.encode(name, record) for name in names for record in SAMPLES[name]]
+    return st.one_of(
+        st.none(), st.binary(max_size=64),
+        st.builds(bytes.__add__, st.sampled_from([*headers, framing.confluent(1, b"")]),
+                  st.binary(max_size=64)),
+        st.builds(_mutated, st.sampled_from(valid), st.integers(0, 400),
+                  st.integers(0, 255), st.integers(0, 400)))
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=st.data())
+def test_fuzz_stream_values_raise_codec_errors_only(codec: Codec, data: st.DataObject) -> None:
+    stream = data.draw(st.sampled_from(codec.stream_names()))
+    value = data.draw(st.one_of(values(codec, [f"juggler.stream.{stream}"]), values(codec)))
+    try:
+        event = codec.event_from(stream, b"p1", value, ("t", 0, 0))
+    except CodecError as exc:
+        assert exc.kind in VALUE_KINDS and exc.reason
+        assert isinstance(exc, DecodeError) == (exc.kind in DECODE_KINDS)
+    else:
+        assert event.stream == stream and event.key == "p1"
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.one_of(st.none(), st.binary(max_size=24), st.text(max_size=12),
+                     st.just(b"k" * (MAX_KEY_BYTES + 1))))
+def test_fuzz_stream_keys_raise_codec_errors_only(codec: Codec,
+                                                  key: str | bytes | None) -> None:
+    value = codec.encode("K", {"ts": 1, "fluid": 2.0})
+    try:
+        event = codec.event_from("K", key, value, ("t", 0, 0))
+    except CodecError as exc:
+        assert exc.kind in ("no_key", "bad_key", "oversized_key") and exc.reason
+    else:
+        assert event.key.encode() == (key.encode() if isinstance(key, str) else key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_fuzz_control_records_raise_codec_errors_only(codec: Codec,
+                                                      data: st.DataObject) -> None:
+    try:
+        command = codec.decode(COMMAND, data.draw(values(codec)))
+    except CodecError as exc:
+        assert exc.kind in VALUE_KINDS and exc.reason
+    else:
+        assert command["action"] in ("REGISTER", "DEREGISTER")
 
 
 def test_unknown_schema_names(codec: Codec) -> None:
@@ -540,8 +676,9 @@ def test_registry_unknown_id_and_evolved_writer(registry: FakeRegistry) -> None:
     assert (event.ts, event.data) == (7, {"fluid": 2.0})
     # a writer schema that cannot be read as K
     other = client.register("x-value", (SCHEMAS / "B.avsc").read_text())
-    with pytest.raises(DecodeError, match="cannot be read as juggler.stream.K"):
+    with pytest.raises(SchemaViolation, match="cannot be read as juggler.stream.K") as err:
         reader.decode("K", framing.confluent(other, b"\x02" + bytes(17)))
+    assert err.value.kind == "schema"
 
 
 def test_registry_down_is_not_a_decode_error(registry: FakeRegistry) -> None:

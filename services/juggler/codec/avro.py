@@ -8,12 +8,14 @@ malformed message is. `Codec` is that agreement:
   message names its writer schema with no registry; the Confluent Schema Registry wire
   format when a registry URL is configured (`JUGGLER_SCHEMA_REGISTRY_URL` or the
   constructor). Decoding accepts both, whatever the configuration.
-- Errors: `DecodeError` for bytes that are not a message of the expected schema (bad
-  magic, unknown fingerprint or schema id, another record's schema, truncated body,
-  trailing bytes, invalid UTF-8...), `SchemaViolation` for a record that decodes (or
-  is given to `encode`) but breaks the contract (a non-finite number, a missing key).
-  Both carry `.reason`, the text the worker puts in the dead letter. An unreachable
-  registry raises `RegistryError` instead: that is not the message's fault.
+- Errors: `DecodeError` for bytes that are not an Avro message we can read (none,
+  empty, bad magic, unknown fingerprint or schema id, truncated body, trailing bytes,
+  invalid UTF-8...) or a key that is not text, `SchemaViolation` for a message that is
+  well-formed but breaks the contract (another record's schema, a non-finite number, a
+  missing or oversized key) or a record given to `encode` that does not fit. Both carry
+  `.reason`, the text for people, and `.kind`, one of `CODEC_KINDS`, for machines (the
+  dead letter's kind and the metric label: the worker never parses the text). An
+  unreachable registry raises `RegistryError` instead: that is not the message's fault.
 
 Schemas live in one directory (`schemas/` at the repository root, or
 `JUGGLER_SCHEMAS`), one record per `.avsc` file, each standing alone (no references
@@ -54,7 +56,8 @@ __all__ = [
     "Codec", "CodecError", "DecodeError", "SchemaViolation", "UnknownSchema",
     "RegistryError", "SERVICE_RECORDS", "STREAM_NAMESPACE", "default_schemas_dir",
     "load_avro_schemas", "avro_stream_schema", "result_record", "COMMAND",
-    "COMMAND_STATUS", "RESULT", "DEAD_LETTER",
+    "COMMAND_STATUS", "RESULT", "DEAD_LETTER", "NULL_VALUE", "EMPTY", "UNDECODABLE",
+    "SCHEMA", "NO_KEY", "BAD_KEY", "OVERSIZED_KEY", "CODEC_KINDS", "MAX_KEY_BYTES",
 ]
 
 COMMAND = "juggler.Command"
@@ -73,20 +76,57 @@ SCHEMAS_ENV = "JUGGLER_SCHEMAS"
 REGISTRY_ENV = "JUGGLER_SCHEMA_REGISTRY_URL"
 
 
-class CodecError(ValueError):
-    """A message or record that is not usable; `.reason` is the user-facing text."""
+# Why a message is not usable, for machines (`CodecError.kind`). Stream records can
+# have every kind; control records (no key checks) the first four.
+NULL_VALUE = "null_value"
+"""The value is null (a tombstone)."""
+EMPTY = "empty"
+"""The value has zero bytes."""
+UNDECODABLE = "undecodable"
+"""Not an Avro message we can read: bad framing, unknown fingerprint or schema id,
+truncated or malformed body, trailing bytes."""
+SCHEMA = "schema"
+"""Well-formed, but breaks the contract: another record's schema, a non-finite number."""
+NO_KEY = "no_key"
+"""A stream record without a key (the entity key is the Kafka message key)."""
+BAD_KEY = "bad_key"
+"""A stream record whose key is not UTF-8 text."""
+OVERSIZED_KEY = "oversized_key"
+"""A stream record whose key is longer than `MAX_KEY_BYTES`."""
+CODEC_KINDS = (NULL_VALUE, EMPTY, UNDECODABLE, SCHEMA, NO_KEY, BAD_KEY, OVERSIZED_KEY)
 
-    def __init__(self, reason: str) -> None:
+MAX_KEY_BYTES = 65_536
+"""The longest entity key (a stream record's Kafka message key, UTF-8) the worker takes.
+
+Why a limit: the key is copied into the records the worker writes for its entity (a
+result holds it as Kafka key and in its `key` field, a state record as key and in its
+value, a dead letter as Kafka key and in its `key` field), and each of those must stay
+under the producer's size limit (`juggler.codec.bounded.DEFAULT_MAX_RECORD_BYTES`,
+1,000,000 bytes). Two copies of a 64 KiB key take 13% of it, leaving the rest for rows,
+state and reasons. Real entity keys (patient, account, device ids) have tens of bytes."""
+
+
+class CodecError(ValueError):
+    """A message or record that is not usable; `.reason` is the user-facing text and
+    `.kind` (one of `CODEC_KINDS`) the class of problem, for dead letters and metrics."""
+
+    default_kind = UNDECODABLE
+
+    def __init__(self, reason: str, kind: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind or self.default_kind
 
 
 class DecodeError(CodecError):
-    """The bytes are not a message of the expected schema."""
+    """The bytes are not an Avro message we can read (or the key is not text)."""
 
 
 class SchemaViolation(CodecError):
-    """The record is well-formed Avro but breaks the contract (e.g. a non-finite number)."""
+    """The message is well-formed Avro but breaks the contract (e.g. another record's
+    schema, a non-finite number, no key)."""
+
+    default_kind = SCHEMA
 
 
 class UnknownSchema(LookupError):
@@ -372,17 +412,18 @@ class Codec:
     def decode(self, name: str, data: bytes | None) -> dict[str, Any]:
         """Read one framed message that must be a `name` record (fields in schema order).
 
-        Raises `DecodeError` or `SchemaViolation` with a reason (see the module doc),
-        and `RegistryError` when a needed registry lookup fails."""
+        Raises `DecodeError` or `SchemaViolation` with a reason and a kind (see the
+        module doc), and `RegistryError` when a needed registry lookup fails."""
         schema = self._get(name)
         if data is None:
             raise DecodeError(f"no message value (a tombstone), expected a "
-                              f"{schema.full_name} record")
+                              f"{schema.full_name} record", NULL_VALUE)
         data = bytes(data)
         try:
             frame = framing.parse(data)
         except framing.FramingError as exc:
-            raise DecodeError(f"{exc} (expected a {schema.full_name} record)") from None
+            raise DecodeError(f"{exc} (expected a {schema.full_name} record)",
+                              UNDECODABLE if data else EMPTY) from None
         if frame.fingerprint is not None:
             writer = self._by_fingerprint.get(frame.fingerprint)
             if writer is None:
@@ -391,8 +432,8 @@ class Codec:
                                   f"expected {schema.full_name}, "
                                   f"{schema.fingerprint.hex()})")
             if writer is not schema:
-                raise DecodeError(f"message written with schema {writer.full_name}, "
-                                  f"expected {schema.full_name}")
+                raise SchemaViolation(f"message written with schema {writer.full_name}, "
+                                      f"expected {schema.full_name}")
             record = self._read(schema, schema.parsed, None, data, frame.body_start)
         else:
             assert frame.schema_id is not None
@@ -440,8 +481,9 @@ class Codec:
         except IndexError:
             raise DecodeError(f"malformed Avro body for {name}: an enum or union index "
                               f"is out of range") from None
-        except SchemaResolutionError as exc:
-            raise DecodeError(f"the writer schema cannot be read as {name}: {exc}") from None
+        except SchemaResolutionError as exc:  # a well-formed record of another schema
+            raise SchemaViolation(f"the writer schema cannot be read as {name}: "
+                                  f"{exc}") from None
         except Exception as exc:  # anything else fastavro trips over is a bad body too
             raise DecodeError(f"malformed Avro body for {name}: "
                               f"{type(exc).__name__}: {exc}") from None
@@ -465,26 +507,40 @@ class Codec:
     def event_from(self, stream: str, key: str | bytes | None, value: bytes | None,
                    position: Position) -> Event:
         """A stream message as an engine `Event`: decoded, validated, `ts` taken out of
-        `data` (columns in schema order). `key` is the Kafka message key (UTF-8)."""
+        `data` (columns in schema order). `key` is the Kafka message key (UTF-8).
+
+        Any bad input raises a `CodecError` whose kind says what (the key is checked
+        first): `no_key`, `oversized_key`, `bad_key`, then `null_value`, `empty`,
+        `undecodable`, `schema`. Only a failing registry raises anything else
+        (`RegistryError`)."""
         schema = self._get(stream)
         if schema.stream is None:
             raise UnknownSchema(f"{schema.full_name} is not a stream schema")
-        if key is None:
-            raise SchemaViolation(f"stream {schema.stream.name} message without a key: "
-                                  f"the entity key must be the Kafka message key")
-        if not isinstance(key, str):
-            raw = bytes(key)
-            try:
-                key = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DecodeError(f"stream {schema.stream.name} message key is not UTF-8 "
-                                  f"text: {framing.describe_bytes(raw[:16])}") from None
+        entity = _entity_key(schema.stream.name, key)
         record = self.decode(schema.full_name, value)
         ts = record.pop(TIMESTAMP)
-        return Event(schema.stream.name, key, ts, record, position)
+        return Event(schema.stream.name, entity, ts, record, position)
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+def _entity_key(stream: str, key: str | bytes | None) -> str:
+    """A stream message's Kafka key as the entity key: present, at most `MAX_KEY_BYTES`
+    long, UTF-8 text (a str key must be encodable, e.g. no lone surrogates)."""
+    if key is None:
+        raise SchemaViolation(f"stream {stream} message without a key: the entity key "
+                              f"must be the Kafka message key", NO_KEY)
+    raw = key.encode("utf-8", "surrogatepass") if isinstance(key, str) else bytes(key)
+    if len(raw) > MAX_KEY_BYTES:
+        raise SchemaViolation(f"stream {stream} message key has {len(raw):,} bytes, more "
+                              f"than the {MAX_KEY_BYTES:,} an entity key may have: "
+                              f"{framing.describe_bytes(raw[:16])}...", OVERSIZED_KEY)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DecodeError(f"stream {stream} message key is not UTF-8 text: "
+                          f"{framing.describe_bytes(raw[:16])}", BAD_KEY) from None
 
 
 def result_record(result: Result) -> dict[str, Any]:
