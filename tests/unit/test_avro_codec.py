@@ -68,10 +68,15 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
                  "B.none": None, "B.big": -(2 ** 63)}},
         {"query": "q.2-x_y", "key": "", "ts": 0, "sources": {}, "row": {}}],
     "juggler.DeadLetter": [
-        {"key": b"p1", "value": b"\x00\xff{not avro", "topic": "juggler.stream.B",
-         "partition": 0, "offset": 12, "reason": "late: ts 1 < maxts 5 - 0"},
-        {"key": None, "value": b"", "topic": "juggler.stream.K", "partition": 2,
-         "offset": 0, "reason": "no message value"}],
+        {"key": b"p1", "value": b"\x00\xff{not avro", "key_size": 2, "value_size": 10,
+         "topic": "juggler.stream.B", "partition": 0, "offset": 12, "kind": "late",
+         "reason": "late: ts 1 < maxts 5 - 0"},
+        {"key": None, "value": None, "key_size": -1, "value_size": 1_000_000,
+         "topic": "juggler.stream.K", "partition": 2, "offset": 0, "kind": "no_key",
+         "reason": "stream K message without a key"},
+        {"key": b"k", "value": None, "key_size": 1, "value_size": -1,
+         "topic": "juggler.stream.H", "partition": 1, "offset": 2 ** 40,
+         "kind": "null_value", "reason": "no message value (a tombstone) — ünïcode"}],
 }
 
 
