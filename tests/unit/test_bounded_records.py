@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_avro_codec import SCHEMAS, FakeRegistry, reference_read
 
-from juggler.codec.avro import CODEC_KINDS, DEAD_LETTER, MAX_KEY_BYTES, Codec
+from juggler.codec.avro import CODEC_KINDS, DEAD_LETTER, MAX_KEY_BYTES, RESULT, Codec
 from juggler.codec.bounded import (DEAD_LETTER_KINDS, DEFAULT_MAX_RECORD_BYTES,
                                    MAX_REASON_BYTES, RECORD_OVERHEAD_BYTES, RecordTooLarge,
-                                   dead_letter)
+                                   dead_letter, encode_result_bounded)
 
 LIMIT = DEFAULT_MAX_RECORD_BYTES
 WHERE = {"topic": "juggler.stream.B", "partition": 3, "offset": 2 ** 40}
@@ -164,3 +164,46 @@ def test_registry_subject_is_the_dead_letter_topic() -> None:
         assert codec.decode(DEAD_LETTER, data)["value_size"] == LIMIT
     finally:
         registry.close()
+
+
+# -- results -----------------------------------------------------------------------------
+
+
+def result(row: dict[str, Any]) -> dict[str, Any]:
+    return {"query": "q1", "key": "p1", "ts": 2000,
+            "sources": {"B": {"topic": "juggler.stream.B", "partition": 3, "offset": 17},
+                        "H": {"topic": "juggler.stream.H", "partition": 3, "offset": 9}},
+            "row": row}
+
+
+def test_ordinary_result_is_encoded_as_is(codec: Codec) -> None:
+    record = result({"B.temp": 38.5, "H.alert": True, "B.name": "x"})
+    data, omitted = encode_result_bounded(codec, record, topic="juggler.results",
+                                          key=b"p1", max_bytes=LIMIT)
+    assert not omitted and data == codec.encode(RESULT, record)
+
+
+def test_huge_row_is_omitted_and_flagged(codec: Codec) -> None:
+    """SELECT * over several large string columns: each fits, together they do not."""
+    record = result({f"B.s{i}": "x" * 300_000 for i in range(4)})
+    data, omitted = encode_result_bounded(codec, record, topic="juggler.results",
+                                          key=b"p1", max_bytes=LIMIT)
+    assert omitted and len(b"p1") + len(data) + RECORD_OVERHEAD_BYTES <= LIMIT
+    assert codec.decode(RESULT, data) == {**record, "row": {}}  # sources kept
+
+
+def test_result_bound_is_exact(codec: Codec) -> None:
+    record = result({"B.s": "x" * 1000})
+    size = len(codec.encode(RESULT, record))
+    key = b"k" * 100
+    fits = len(key) + size + RECORD_OVERHEAD_BYTES
+    assert encode_result_bounded(codec, record, topic="t", key=key, max_bytes=fits)[1] is False
+    assert encode_result_bounded(codec, record, topic="t", key=key,
+                                 max_bytes=fits - 1)[1] is True
+
+
+def test_limit_too_small_for_any_result(codec: Codec) -> None:
+    with pytest.raises(RecordTooLarge, match="a result of q1 does not fit 600 bytes even "
+                                             "without its row"):
+        encode_result_bounded(codec, result({"B.s": "x"}), topic="t", key=b"k" * 200,
+                              max_bytes=600)

@@ -18,11 +18,15 @@ counts: the Kafka key, the value, and `RECORD_OVERHEAD_BYTES` for headers and fr
 
 from __future__ import annotations
 
-from juggler.codec.avro import CODEC_KINDS, DEAD_LETTER, Codec
+from collections.abc import Mapping
+from typing import Any
+
+from juggler.codec.avro import CODEC_KINDS, DEAD_LETTER, RESULT, Codec
 
 __all__ = [
     "LATE", "BAD_COMMAND", "DEAD_LETTER_KINDS", "DEFAULT_MAX_RECORD_BYTES",
-    "RECORD_OVERHEAD_BYTES", "MAX_REASON_BYTES", "RecordTooLarge", "dead_letter",
+    "RECORD_OVERHEAD_BYTES", "MAX_REASON_BYTES", "ROW_OMITTED_HEADER", "RecordTooLarge",
+    "dead_letter", "encode_result_bounded",
 ]
 
 LATE = "late"
@@ -51,6 +55,10 @@ MAX_REASON_BYTES = 4096
 """A dead letter's reason text is cut to this many bytes of UTF-8. Reasons are written
 to be short (values shown shortened), but one may quote unbounded input; 4 KiB keeps
 every dead letter's fixed part small whatever the reason."""
+
+ROW_OMITTED_HEADER = "juggler-row-omitted"
+"""The Kafka header the worker adds to a result whose row `encode_result_bounded`
+omitted, so a client knows the empty row is not the query's answer."""
 
 _CUT = "..."
 
@@ -92,6 +100,28 @@ def dead_letter(codec: Codec, *, topic: str, partition: int, offset: int,
             return copy_key, data
     raise RecordTooLarge(f"a dead letter for {topic}/{partition}/{offset} does not fit "
                          f"{max_bytes:,} bytes even without the original key and value")
+
+
+def encode_result_bounded(codec: Codec, record: Mapping[str, Any], *, topic: str,
+                          key: bytes, max_bytes: int) -> tuple[bytes, bool]:
+    """Encode a `juggler.Result` record (`result_record`) for `topic`, sent with the
+    Kafka key `key`, as (the encoded value, whether the row was omitted).
+
+    Guarantee: len(key) + len(value) + `RECORD_OVERHEAD_BYTES` <= `max_bytes`. A result
+    that would be larger is written with an empty `row`, and the flag tells the caller
+    to add `ROW_OMITTED_HEADER`; its sources remain, so a client can still read the
+    events. The usual case encodes once. Raises `SchemaViolation` for a record that
+    does not fit the schema and `RecordTooLarge` when even an empty row does not fit."""
+    budget = max_bytes - RECORD_OVERHEAD_BYTES - len(key)
+    data = codec.encode(RESULT, record, topic=topic)
+    if len(data) <= budget:
+        return data, False
+    data = codec.encode(RESULT, {**record, "row": {}}, topic=topic)
+    if len(data) > budget:
+        raise RecordTooLarge(f"a result of {record.get('query')} does not fit "
+                             f"{max_bytes:,} bytes even without its row ({len(data):,} "
+                             f"bytes and a {len(key):,}-byte key)")
+    return data, True
 
 
 def _size(data: bytes | None) -> int:
