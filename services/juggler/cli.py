@@ -77,14 +77,16 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @main.command("worker")
 @click.option("--bootstrap", default=None, help="Kafka bootstrap servers [env JUGGLER_BOOTSTRAP].")
 @click.option("--app-id", default=None,
-              help="Faust app id = consumer group; workers with one id share the partitions.")
+              help="Consumer group; workers with one id share the partitions.")
+@click.option("--instance-id", default=None,
+              help="This worker's stable name (its transactional id); default host-pid.")
 @click.option("--partitions", default=None, type=click.IntRange(min=1),
               help="Partitions of the stream/fanout topics (default: from the broker).")
 @click.option("--allowed-lateness", default=None, metavar="MS", type=click.IntRange(min=0))
 @click.option("--retention", default=None, metavar="MS", type=click.IntRange(min=0))
 @click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
-@click.option("--processing-guarantee", default=None,
-              type=click.Choice(["exactly_once", "at_least_once"]))
+@click.option("--max-idle-ms", default=None, metavar="MS", type=click.IntRange(min=0),
+              help="How long to wait for an idle stream partition (default 500).")
 @click.option("--web-host", default=None, help="Address the HTTP port binds to.")
 @click.option("--web-port", default=None, type=click.IntRange(min=1, max=65535),
               help="HTTP port: /queries/<id>/results, /queries, /health, /metrics.")
@@ -95,24 +97,31 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--create-topics/--no-create-topics", default=None,
               help="Create the topics the worker needs before starting (default on).")
 @click.option("--batch-max", default=None, type=click.IntRange(min=1),
-              help="Events taken at a time (one transaction per partition per batch).")
-@click.option("--data-dir", default=None, type=click.Path(file_okay=False, path_type=Path))
+              help="Records fetched and taken per round (one transaction per round).")
 @click.option("--loglevel", default=None,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 def worker_command(**options: object) -> None:
-    """Run the Kafka worker (a Faust app) until SIGTERM/SIGINT.
+    """Run the Kafka worker until SIGTERM/SIGINT.
 
     Settings come from JUGGLER_* environment variables (e.g. JUGGLER_WEB_PORT);
     options given here override them. See docs/worker.md.
     """
-    from juggler.service.app import JugglerWorker
     from juggler.service.settings import Settings
+    from juggler.service.worker import JugglerWorker
 
     try:
         settings = Settings.from_env(**options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    _log_to_stderr(settings.loglevel)
     JugglerWorker(settings).run()
+
+
+def _log_to_stderr(level: str) -> None:
+    import logging
+
+    logging.basicConfig(level=level.upper(), stream=__import__("sys").stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 # -- Kafka: broker, topics, control plane ---------------------------------------------

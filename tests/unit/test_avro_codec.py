@@ -57,9 +57,12 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
         {"action": "DEREGISTER", "id": "q1", "text": None, "history": False}],
     "juggler.CommandStatus": [
         {"id": "q1", "action": "REGISTER", "status": "REJECTED",
-         "message": "query q1, WHERE, line 4 column 7: unknown column", "command_offset": 7},
+         "message": "query q1, WHERE, line 4 column 7: unknown column", "command_offset": 7,
+         "partition": -1, "partitions": 4},
         {"id": "q1", "action": "DEREGISTER", "status": "ACCEPTED", "message": "",
-         "command_offset": 0}],
+         "command_offset": 0, "partition": -1, "partitions": 4},
+        {"id": "q1", "action": "REGISTER", "status": "LIVE", "message": "",
+         "command_offset": 3, "partition": 2, "partitions": 4}],
     "juggler.Result": [
         {"query": "q1", "key": "p1", "ts": 2000,
          "sources": {"B": {"topic": "juggler.stream.B", "partition": 3, "offset": 17},

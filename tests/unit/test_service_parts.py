@@ -1,5 +1,5 @@
-"""The worker's pure parts, without Kafka: settings, cursors, state encoding, the
-per-partition record admission, topic names."""
+"""The worker's pure parts, without Kafka: settings, cursors, state records, topic
+names."""
 
 from __future__ import annotations
 
@@ -7,17 +7,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("faust")
 pytest.importorskip("prometheus_client")
 
 from juggler.engine.events import EngineConfig, Event
 from juggler.engine.operator import JugglerEngine
 from juggler.language import compile_query
-from juggler.service.partition_engines import (
-    PartitionEngine,
-    decode_snapshot,
-    encode_snapshot,
-)
+from juggler.service import held_state
 from juggler.service.results_api import BadCursor, decode_cursor, encode_cursor
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
@@ -31,9 +26,9 @@ def test_settings_from_env_and_overrides() -> None:
     assert (s.bootstrap, s.web_port, s.allowed_lateness, s.retention) == ("k:9092", 7000, 5, 9)
     assert s.create_topics is False and s.schemas_dir == Path("/x")
     assert s.session_timeout == 6.5 and s.order == "WJA"
-    assert s.processing_guarantee == "exactly_once"
-    with pytest.raises(ValueError, match="processing_guarantee"):
-        Settings.from_env({}, processing_guarantee="maybe")
+    assert s.max_idle_ms == 500 and Settings.from_env({"JUGGLER_MAX_IDLE_MS": "0"}).max_idle_ms == 0
+    with pytest.raises(ValueError, match="max_idle_ms"):
+        Settings.from_env({}, max_idle_ms=-1)
     with pytest.raises(ValueError, match="order"):
         Settings.from_env({"JUGGLER_ORDER": "AAA"})
 
@@ -55,51 +50,37 @@ def _catalog():
     return {s: {c: ColumnType.NUMBER for c in cols} for s, cols in CATALOG.items()}
 
 
-def test_snapshot_encoding_restores_an_equivalent_engine() -> None:
-    query = compile_query("q", "SELECT * FROM B, H WHERE B.temp > H.vib MAXWINDOW 5 sec",
-                          _catalog())
-    live = JugglerEngine(EngineConfig(allowed_lateness=100))
-    live.register(query)
-    events = [Event("H", "k", 1000, {"vib": 1.5}, ("t.H", 0, 7)),
-              Event("B", "k", 1200, {"temp": 2}, ("t.B", 0, 3)),
-              Event("H", "k", 1100, {"vib": 0.25}, ("t.H", 0, 8))]
-    for e in events:
-        live.process(e)
-    snapshot = live.snapshot("k")
-    again = decode_snapshot(encode_snapshot(snapshot), "k")
-    assert (again.maxts, again.floor) == (snapshot.maxts, snapshot.floor)
-    assert [(e.stream, e.ts, e.data, e.position) for e in again.events] == \
-        [(e.stream, e.ts, e.data, e.position) for e in snapshot.events]
-    restored = JugglerEngine(EngineConfig(allowed_lateness=100))
-    restored.register(query)
-    restored.restore("k", again)
-    nxt = Event("B", "k", 1300, {"temp": 1.0}, ("t.B", 0, 4))
-    a = [r.identity() for r in live.process(nxt)]
-    b = [r.identity() for r in restored.process(Event("B", "k", 1300, {"temp": 1.0}, ("t.B", 0, 4)))]
-    assert a == b and len(a) == 1  # joins H(vib 0.25) only
+def test_state_records_fold_to_what_is_held() -> None:
+    """The last record per key wins, tombstones remove, and held events keep their
+    entity key, arrival sequence and (for a reference) no copied value."""
+    state = held_state.TaskState()
+    value, headers = held_state.event_record(b"p1", b"\x01avro", 7, room=100)
+    assert value == b"\x01avro"
+    state.apply(held_state.event_key("t.juggler.stream.B", 12), value, headers)
+    big, ref_headers = held_state.event_record(b"p1", b"x" * 200, 8, room=100)
+    assert big == b"" and ("ref", b"1") in ref_headers
+    state.apply(held_state.event_key("t.juggler.stream.H", 3), big, ref_headers)
+    state.apply(held_state.event_key("t.juggler.stream.B", 13), b"v", headers)
+    state.apply(held_state.event_key("t.juggler.stream.B", 13), None, [])
+    state.apply(b"k/p1", held_state.key_meta(5000, 1000), [])
+    state.apply(b"q/a", held_state.query_record(0, "SELECT * FROM B"), [])
+    state.apply(b"q/b", held_state.query_record(1, "SELECT * FROM H"), [])
+    state.apply(b"q/a", None, [])
+    state.apply(b"h", held_state.horizon_record(20_000), [])
+    held = sorted((e.topic, e.offset, e.seq, e.value) for e in state.events.values())
+    assert held == [("t.juggler.stream.B", 12, 7, b"\x01avro"), ("t.juggler.stream.H", 3, 8, None)]
+    assert state.keys == {"p1": (5000, 1000)}
+    assert state.queries == {"b": (1, "SELECT * FROM H")} and state.horizon == 20_000
+    assert state.next_seq() == 9 and state.next_query_seq() == 2
 
 
-def test_admit_skips_repeats_and_reports_gaps() -> None:
-    pe = PartitionEngine(0, JugglerEngine())
-    tp, fan = ("s", 0), ("fanout", 0)
-    assert pe.admit(tp, 10, False) == "take"  # first record: no committed offset known
-    assert pe.admit(tp, 11, False) == "take"
-    assert pe.admit(tp, 11, False) == "again"
-    assert pe.admit(tp, 5, False) == "again"
-    assert pe.admit(tp, 14, False) == "gap"   # 12, 13 not delivered: the caller checks
-    assert pe.next_offsets[tp] == 12          # nothing taken yet
-    pe.take(tp, 14)                           # ... and found nothing committed in between
-    assert pe.admit(tp, 15, False) == "take"
-    assert pe.admit(tp, 19, False, now=1.0) == "gap"  # 16..18 hold records: seek back
-    pe.refetch(tp, 19, now=1.0)
-    assert pe.admit(tp, 20, False, now=2.0) == "stale"  # fetched before the seek
-    assert pe.stuck(10.0, 20.0) == [] and pe.stuck(22.0, 20.0) == [tp]
-    assert pe.admit(tp, 16, False, now=3.0) == "take"   # the re-fetch
-    assert pe.stuck(30.0, 20.0) == []
-    assert [pe.admit(tp, o, False) for o in (17, 18, 19, 19)] == ["take"] * 3 + ["again"]
-    pe.next_offsets[fan] = 4
-    assert pe.admit(fan, 6, True) == "take"   # transaction markers on the fanout topic
-    assert pe.next_offsets[fan] == 7
+def test_held_tracker_releases_events_below_the_floor_once() -> None:
+    tracker = held_state.HeldTracker()
+    for ts, offset in ((1000, 0), (300, 1), (2000, 2)):
+        tracker.add("k", ts, "t", offset)
+    assert tracker.release("k", 1500) == [b"e/t/1", b"e/t/0"]
+    assert tracker.release("k", 1500) == [] and tracker.held() == 1
+    assert tracker.release("other", 10**9) == []
 
 
 def test_topic_names_and_query_ids() -> None:

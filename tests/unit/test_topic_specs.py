@@ -47,7 +47,7 @@ def test_repository_specs() -> None:
     assert specs.partitions == 4
     assert list(by_name) == ["juggler.control", "juggler.control.status",
                              "juggler.control.fanout", "juggler.deadletter",
-                             "juggler.stream.B", "juggler.stream.H", "juggler.stream.K",
+                             "juggler.state", "juggler.stream.B", "juggler.stream.H", "juggler.stream.K",
                              "juggler.stream.T"]
     assert by_name["juggler.control"].partitions == 1
     assert by_name["juggler.control"].config == {"cleanup.policy": "compact"}
@@ -55,6 +55,8 @@ def test_repository_specs() -> None:
     assert by_name["juggler.control.status"].config == {"retention.ms": "-1"}
     assert {by_name[n].partitions for n in by_name if n.startswith("juggler.stream.")} == {4}
     assert by_name["juggler.control.fanout"].partitions == 4
+    assert by_name["juggler.state"].partitions == 4
+    assert by_name["juggler.state"].config["cleanup.policy"] == "compact"
     assert all(t.replication_factor is None for t in specs.topics)
     results = specs.results("q1")
     assert (results.name, results.partitions) == ("juggler.results.q1", 4)

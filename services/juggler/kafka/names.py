@@ -12,6 +12,7 @@ CONTROL = "juggler.control"
 CONTROL_STATUS = "juggler.control.status"
 CONTROL_FANOUT = "juggler.control.fanout"
 DEADLETTER = "juggler.deadletter"
+STATE = "juggler.state"
 STREAM_PREFIX = "juggler.stream."
 RESULTS_PREFIX = "juggler.results."
 

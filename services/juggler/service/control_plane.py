@@ -1,131 +1,130 @@
-"""The control agent: `juggler.control` in, statuses and fanout copies out.
+"""The control task: `juggler.control` in; statuses and barriers out.
 
-Each command is validated against the accepted set (a changelogged table, so validation
-survives restarts) and the codec's catalog. A rejected command (repeated id, unknown id
-on deregister, a query that does not compile, an id that cannot name a topic, bytes
-that are not a command) only gets a REJECTED status with the reason. An accepted one
-gets its results topic created (idempotent), an ACCEPTED status, and one copy per
-partition of `juggler.control.fanout`, so that every partition engine applies it in
-its own log order. Statuses, copies, the accepted-set change and the control offset are
-one transaction.
+Each command is validated against the accepted set and the codec's catalog. A rejected
+command (repeated id, unknown id on deregister, a query that does not compile, an id
+that cannot name a topic) gets a REJECTED status with the reason and changes nothing; a
+record that is not a command is dead-lettered as well. An accepted one gets its results
+topic, an ACCEPTED status, and one copy per partition on `juggler.control.fanout`
+carrying the barrier: the log-end offsets (last stable offsets) that partition's
+stream partitions had at acceptance. Task p applies it exactly there (DESIGN 4a).
+
+The accepted set is what the ACCEPTED statuses say: they are written in the same
+transaction as the control offsets, so on assignment the task reads the status topic
+up to its end and holds the set as of its committed offset. The status topic keeps
+every record (`topics/control.yaml`: no retention limit) for that reason.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, CodecError
-from juggler.service.event_agent import CONTROL_OFFSET_HEADER, InputGap, batch_agent
-from juggler.service.input_positions import (
-    as_faust_tps,
-    committed_offsets,
-    nothing_between,
-)
+from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, Record, RoundCounts
 from juggler.service.transactions import Outbox
 
 log = logging.getLogger(__name__)
 
+MAX_MESSAGE = 4096
+"""Characters of a rejection message kept in the status record."""
 
-class ControlPlane:
+
+class ControlTask:
     def __init__(self, worker: Any) -> None:
         self.w = worker
-        self.codec = worker.codec
-        self.names = worker.names
-        self.tables = worker.tables
-        self.next_offsets: dict[Any, int] | None = None  # see input_positions
+        self.accepted: set[str] = set()
+        """The ids of the registered queries."""
+        self.pending: list[Record] = []
+        self.restored = False
 
-    def accepted(self) -> dict[str, dict[str, Any]]:
-        """The accepted queries by id (on the worker that owns the control partition)."""
-        return {key: json.loads(value)
-                for key, value in self.tables.items(self.tables.accepted)}
+    def restore(self, statuses: list[dict[str, Any]]) -> None:
+        """The accepted set from the status topic (in log order)."""
+        for status in statuses:
+            if status["status"] != "ACCEPTED":
+                continue
+            if status["action"] == "REGISTER":
+                self.accepted.add(status["id"])
+            else:
+                self.accepted.discard(status["id"])
+        self.restored = True
 
-    async def process_batch(self, events: Sequence[Any]) -> None:
-        settings = self.w.settings
-        if self.next_offsets is None:
-            self.next_offsets = as_faust_tps(await asyncio.to_thread(
-                committed_offsets, settings.bootstrap, settings.app_id,
-                [(self.names.control, 0)]))
-        outbox = Outbox()
-        offsets: dict[Any, int] = {}
-        accepted = self.accepted()  # this batch's view, ahead of the table
-        for event in events:
-            message = event.message
-            expected = self.next_offsets.get(message.tp)
-            if expected is not None and message.offset < expected:
-                continue  # delivered a second time: already applied and committed
-            if expected is not None and message.offset > expected and not \
-                    await asyncio.to_thread(nothing_between, settings.bootstrap,
-                                            settings.app_id, message.topic, message.partition,
-                                            expected, message.offset):
-                raise InputGap(f"the consumer delivered control offset {message.offset} but "
-                               f"skipped committed commands from offset {expected}")
-            self.next_offsets[message.tp] = message.offset + 1
-            offsets[message.tp] = message.offset + 1
-            await self._handle(message, accepted, outbox)
-        if not offsets:
+    def add(self, record: Record) -> None:
+        self.pending.append(record)
+
+    def run(self, outbox: Outbox, counts: RoundCounts) -> None:
+        """Decide every pending command; the barriers of this round's accepted commands
+        are the log ends asked once, now (they were all accepted at this moment)."""
+        if not self.pending:
             return
-        await self.w.transactions.commit(events[0].message.topic, events[0].message.partition,
-                                         offsets, outbox)
+        w = self.w
+        barriers: dict[int, dict[str, int]] | None = None
+        for record in self.pending:
+            command = self._decode(record, outbox, counts)
+            if command is None:
+                continue
+            problem = self._problem(command)
+            if problem is None:
+                if barriers is None:
+                    barriers = w.stream_log_ends()
+                self._accept(command, record, barriers, outbox)
+            self._status(command, record, problem, outbox)
+        last = self.pending[-1]
+        outbox.offsets[(last.topic, last.partition)] = last.offset + 1
+        self.pending = []
 
-    async def _handle(self, message: Any, accepted: dict[str, dict[str, Any]],
-                      outbox: Outbox) -> None:
+    def _decode(self, record: Record, outbox: Outbox, counts: RoundCounts) -> dict[str, Any] | None:
+        try:
+            return self.w.codec.decode(COMMAND, record.value)
+        except CodecError as exc:
+            self.w.dead_letters.send(outbox, counts, record, "bad_command", exc.reason)
+            log.warning("control offset %d: not a command (%s): %s", record.offset, exc.kind,
+                        exc.reason)
+            return None
+
+    def _problem(self, command: dict[str, Any]) -> str | None:
         from juggler.language import QueryError, compile_query
 
-        try:
-            command = self.codec.decode(COMMAND, message.value)
-        except CodecError as exc:
-            self.w.dead_letters.send(outbox, message, "bad_command", exc.reason)
-            log.warning("control offset %d: not a command: %s", message.offset, exc.reason)
-            return
-        query_id, action = command["id"], command["action"]
-        problem = None
-        if action == "REGISTER":
-            problem = self.names.query_id_problem(query_id)
-            if problem is None and query_id in accepted:
-                problem = f"query {query_id!r} is already registered"
-            if problem is None and not command.get("text"):
-                problem = f"register {query_id!r}: the command has no query text"
-            if problem is None:
-                try:
-                    compile_query(query_id, command["text"], self.w.catalog)
-                except QueryError as exc:
-                    problem = str(exc)
-        elif query_id not in accepted:
-            problem = f"query {query_id!r} is not registered"
-
+        qid, action = command["id"], command["action"]
+        if action == "DEREGISTER":
+            return None if qid in self.accepted else f"query {qid!r} is not registered"
+        problem = self.w.names.query_id_problem(qid)
+        if problem is None and qid in self.accepted:
+            problem = f"query {qid!r} is already registered"
+        if problem is None and not command.get("text"):
+            problem = f"register {qid!r}: the command has no query text"
         if problem is None:
-            if action == "REGISTER":
-                await asyncio.to_thread(self.w.ensure_results_topic, query_id)
-                record = {"text": command["text"], "history": bool(command.get("history")),
-                          "offset": message.offset}
-                accepted[query_id] = record
-                value: bytes | None = json.dumps(record).encode()
-            else:
-                accepted.pop(query_id, None)
-                value = None
-            self.tables.write(outbox, self.tables.accepted, message.partition, query_id, value)
-            copy = self.codec.encode(COMMAND, command, topic=self.names.fanout)
-            headers = [(CONTROL_OFFSET_HEADER, str(message.offset).encode())]
-            for p in range(self.w.partitions):
-                outbox.send(self.names.fanout, query_id.encode(), copy, partition=p,
-                            headers=headers)
-        status = {"id": query_id, "action": action,
-                  "status": "REJECTED" if problem else "ACCEPTED",
-                  "message": problem or "", "command_offset": message.offset}
-        outbox.send(self.names.status, query_id.encode(),
-                    self.codec.encode(COMMAND_STATUS, status, topic=self.names.status))
-        counter = self.w.metrics.commands.labels(action, status["status"])
-        outbox.then(counter.inc)
-        log.info("control offset %d: %s %r %s%s", message.offset, action, query_id,
-                 status["status"], f" ({problem})" if problem else "")
+            try:
+                compile_query(qid, command["text"], self.w.catalog)
+            except QueryError as exc:
+                problem = str(exc)
+        return problem
 
+    def _accept(self, command: dict[str, Any], record: Record,
+                barriers: dict[int, dict[str, int]], outbox: Outbox) -> None:
+        w = self.w
+        qid = command["id"]
+        if command["action"] == "REGISTER":
+            w.ensure_results_topic(qid)
+            self.accepted.add(qid)
+        else:
+            self.accepted.discard(qid)
+        copy = w.codec.encode(COMMAND, command, topic=w.names.fanout)
+        for p in range(w.partitions):
+            headers = [(CONTROL_OFFSET_HEADER, str(record.offset).encode()),
+                       (BARRIER_HEADER, json.dumps(barriers[p]).encode())]
+            outbox.send(w.names.fanout, qid.encode(), copy, partition=p, headers=headers)
 
-def install(worker: Any) -> ControlPlane:
-    plane = ControlPlane(worker)
-    channel = worker.app.topic(worker.names.control, key_serializer="raw", value_serializer="raw")
-    batch_agent(worker, channel, "juggler.control", plane, 100)
-    return plane
+    def _status(self, command: dict[str, Any], record: Record, problem: str | None,
+                outbox: Outbox) -> None:
+        w = self.w
+        qid, action = command["id"], command["action"]
+        verdict = "REJECTED" if problem else "ACCEPTED"
+        status = {"id": qid[:1024], "action": action, "status": verdict,
+                  "message": (problem or "")[:MAX_MESSAGE], "command_offset": record.offset,
+                  "partition": -1, "partitions": w.partitions}
+        outbox.send(w.names.status, qid.encode()[:1024],
+                    w.codec.encode(COMMAND_STATUS, status, topic=w.names.status))
+        outbox.then(w.metrics.commands.labels(action, verdict).inc)
+        log.info("control offset %d: %s %r %s%s", record.offset, action, qid, verdict,
+                 f" ({problem})" if problem else "")

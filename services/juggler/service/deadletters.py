@@ -1,30 +1,29 @@
 """Input the engine cannot take goes to the dead-letter topic, never silently away.
 
-A dead letter keeps the original key and bytes, where they came from and why they were
-refused (`juggler.DeadLetter`). It is produced in the same transaction as the batch it
-came from, so a restart neither loses nor repeats it. The metric label is the reason's
-class (`late`, `undecodable`, `schema`, `no_key`, `bad_command`); the record holds the
-full message.
+A dead letter keeps the original key and bytes when they fit in one record (else their
+sizes and a reference: topic, partition, offset), and why it was refused: a reason kind
+for machines (`juggler.codec.bounded.DEAD_LETTER_KINDS`, also the metric's label) and a
+text for people. It is produced in the same transaction as the round it came from, so a
+restart neither loses nor repeats it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from juggler.codec.bounded import dead_letter
 from juggler.service.transactions import Outbox
-
-REASONS = ("late", "undecodable", "schema", "no_key", "bad_command")
 
 
 class DeadLetters:
-    def __init__(self, codec: Any, topic: str, metrics: Any) -> None:
-        self.codec = codec
-        self.topic = topic
-        self.metrics = metrics
+    def __init__(self, worker: Any) -> None:
+        self.w = worker
 
-    def send(self, outbox: Outbox, message: Any, kind: str, reason: str) -> None:
-        """Dead-letter the Faust `message` (its raw key/value) in `outbox`'s transaction."""
-        record = {"key": message.key, "value": message.value, "topic": message.topic,
-                  "partition": message.partition, "offset": message.offset, "reason": reason}
-        outbox.send(self.topic, message.key, self.codec.encode("juggler.DeadLetter", record))
-        outbox.then(lambda: self.metrics.dead_letters.labels(kind).inc())
+    def send(self, outbox: Outbox, counts: Any, record: Any, kind: str, reason: str) -> None:
+        """Dead-letter the input `record` (`task.Record`) in `outbox`'s transaction."""
+        key, value = dead_letter(self.w.codec, topic=record.topic, partition=record.partition,
+                                 offset=record.offset, key=record.key, value=record.value,
+                                 kind=kind, reason=reason, max_bytes=self.w.max_record_bytes,
+                                 deadletter_topic=self.w.names.deadletter)
+        outbox.send(self.w.names.deadletter, key, value)
+        counts.dead_letters[kind] += 1

@@ -10,7 +10,8 @@ partition engines at scrape time and aggregated over them, and so is the consume
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable, Collection, Iterable
+import time
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import (
@@ -23,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from juggler.engine.ordering import STATIC_ORDERS, TYPES
-from juggler.service.deadletters import REASONS
+from juggler.codec.bounded import DEAD_LETTER_KINDS
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.split("; charset")[0]
@@ -31,8 +32,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 
 class WorkerMetrics:
-    def __init__(self, engines: Any, registered: Callable[[], int]) -> None:
-        self.engines = engines
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events_in = Counter("juggler_events_in", "Events consumed, per stream",
@@ -51,64 +52,76 @@ class WorkerMetrics:
                                  "From the Kafka timestamp of a result's last event to the "
                                  "commit of the transaction that published the result",
                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.redelivered = Counter("juggler_redelivered_records",
-                                   "Records the consumer delivered again after the engine "
-                                   "had applied them; skipped", registry=r)
-        self.refetches = Counter("juggler_refetches",
-                                 "Seeks back over committed stream records the consumer "
-                                 "skipped", registry=r)
         self.batches = Histogram("juggler_batch_size", "Events per processed batch",
                                  buckets=(1, 10, 100, 1000, 10000), registry=r)
-        r.register(_EngineCollector(engines, registered))
+        r.register(_EngineCollector(worker))
+        r.register(_ConsumerLagCollector(worker))
         # Every label value known in advance is exported from the start, at 0: a counter
         # that appears only at its first increment hides that increment from rate().
-        for stream in engines.catalog:
+        for stream in worker.catalog:
             self.events_in.labels(stream)
             self.late_events.labels(stream)
-        for reason in REASONS:
+        for reason in DEAD_LETTER_KINDS:
             self.dead_letters.labels(reason)
         for action in ("REGISTER", "DEREGISTER"):
             for status in ("ACCEPTED", "REJECTED"):
                 self.commands.labels(action, status)
 
-    def watch_consumer(self, app: Any, topics: Collection[str]) -> None:
-        """Export the consumer lag of `app`'s assigned partitions of `topics` (the topics
-        its agents process; the table changelogs are read only at recovery, so their lag
-        would mean nothing)."""
-        self.registry.register(_ConsumerLagCollector(app, frozenset(topics)))
+    def count(self, counts: Any) -> None:
+        """Add a committed round's counts (`task.RoundCounts`)."""
+        for stream, n in counts.events_in.items():
+            self.events_in.labels(stream).inc(n)
+        for stream, n in counts.late.items():
+            self.late_events.labels(stream).inc(n)
+        for query, n in counts.results_out.items():
+            self.results_out.labels(query).inc(n)
+        for kind, n in counts.dead_letters.items():
+            self.dead_letters.labels(kind).inc(n)
+        now = time.time()
+        for timestamp, n in counts.produced_at:
+            if timestamp > 0:
+                for _ in range(n):
+                    self.latency.observe(max(0.0, now - timestamp / 1000.0))
 
     def expose(self) -> bytes:
-        for pe in self.engines:
-            for query in pe.texts:  # from its registration on, like the streams' counters
+        for task in list(self.worker.tasks.values()):
+            for query in task.texts:  # from its registration on, like the streams' counters
                 self.results_out.labels(query)
         return generate_latest(self.registry)
 
 
 class _EngineCollector:
-    def __init__(self, engines: Any, registered: Callable[[], int]) -> None:
-        self.engines = engines
-        self.registered = registered
+    """What the engines measure themselves, summed over this worker's tasks at scrape
+    time. Counters of tasks that moved to another worker are kept (`retired`), so the
+    exported counters never go down."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+        self.retired_comparisons: Tally[str] = Tally()
+        self.retired_reorders = 0
+        self._seen: dict[int, Any] = {}
 
     def describe(self) -> Iterable[Any]:
         return []  # dynamic: collected at scrape time only
 
     def collect(self) -> Iterable[Any]:
-        engines = list(self.engines)
-        comparisons = Tally(self.engines.retired.comparisons)
-        reorders = self.engines.retired.reorders
+        tasks = list(self.worker.tasks.values())
+        self._retire(tasks)
+        comparisons = Tally(self.retired_comparisons)
+        reorders = self.retired_reorders
         selectivity: dict[str, list[float]] = {t: [] for t in TYPES}
         orders: Tally[str] = Tally()
         held: Tally[str] = Tally()
         queries = 0
-        for pe in engines:
-            manager = pe.engine.manager
+        for task in tasks:
+            manager = task.engine.manager
             comparisons.update(manager.comparisons)
             reorders += manager.reorders
             for t in TYPES:
                 selectivity[t].append(manager.selectivity.get(t, 1.0))
             orders[manager.order] += 1
-            held.update(pe.engine.held_events())
-            queries = max(queries, len(pe.texts))
+            held.update(task.engine.held_events())
+            queries = max(queries, len(task.texts))
 
         c = CounterMetricFamily("juggler_comparisons",
                                 "Predicate comparisons, per predicate type (A, J, W)",
@@ -140,57 +153,46 @@ class _EngineCollector:
             h.add_metric([stream], n)
         yield h
         yield GaugeMetricFamily("juggler_registered_queries", "Queries registered",
-                                value=max(queries, self.registered()))
+                                value=queries)
         yield GaugeMetricFamily("juggler_partition_engines",
-                                "Source partitions this worker evaluates", value=len(engines))
+                                "Source partitions this worker evaluates", value=len(tasks))
+
+    def _retire(self, tasks: list[Any]) -> None:
+        current = {id(t): t for t in tasks}
+        for key, task in list(self._seen.items()):
+            if key not in current:
+                self.retired_comparisons.update(task.engine.manager.comparisons)
+                self.retired_reorders += task.engine.manager.reorders
+                del self._seen[key]
+        self._seen.update(current)
 
 
 class _ConsumerLagCollector:
-    """`juggler_consumer_lag{topic, partition}`: records in the partition that the
-    consumer has not handed to the agents yet. Like the Java consumer's `records-lag`:
-    the end is the last stable offset for a read_committed consumer (exactly_once) and
-    the highwater otherwise, both as of the partition's last fetch response; the
-    position is the consumer's, so transaction markers never count as lag. Records
-    fetched but still waiting in the agent's buffer are not counted either (at most
-    Faust's `stream_buffer_maxsize`): `juggler_events_in_total` shows what was processed.
-    """
+    """`juggler_consumer_lag{topic, partition}`: records of an assigned stream partition
+    not processed yet (fetched and waiting in the task's order, or not fetched): the
+    log end (the consumer's cached high watermark) minus the task's next offset."""
 
-    def __init__(self, app: Any, topics: frozenset[str]) -> None:
-        self.app = app
-        self.topics = topics
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
 
     def describe(self) -> Iterable[Any]:
         return []
 
     def collect(self) -> Iterable[Any]:
+        from confluent_kafka import TopicPartition
+
         g = GaugeMetricFamily("juggler_consumer_lag",
-                              "Records not yet consumed, per assigned topic partition "
-                              "(last stable offset or highwater minus consumer position)",
+                              "Records not yet processed, per assigned stream partition",
                               labels=["topic", "partition"])
-        for (topic, partition), lag in sorted(consumer_lag(self.app, self.topics).items()):
-            g.add_metric([topic, str(partition)], lag)
+        w = self.worker
+        consumer = getattr(w, "consumer", None)
+        for p, task in sorted(w.tasks.items()):
+            for stream, inp in task.order.inputs.items():
+                topic = w.names.stream(stream)
+                offset = inp.next_offset()
+                if consumer is None or offset is None:
+                    continue
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+                if high >= 0:
+                    g.add_metric([topic, str(p)], max(0, high - offset))
         yield g
-
-
-def consumer_lag(app: Any, topics: frozenset[str]) -> dict[tuple[str, int], int]:
-    """Lag per assigned (topic, partition) of `topics` whose end and position are known
-    (after the partition's first fetch), read without blocking from the aiokafka
-    consumer's fetch state: Faust's own `position()` is a coroutine run in the consumer's
-    thread, which a scrape must not wait for."""
-    consumer = getattr(app.consumer._thread, "_consumer", None)  # None before it starts
-    subscription = getattr(getattr(consumer, "_subscription", None), "subscription", None)
-    assignment = getattr(subscription, "assignment", None)
-    if assignment is None:  # not started, or between two generations of the group
-        return {}
-    lag = {}
-    for tp in list(assignment.tps):
-        if tp.topic not in topics:
-            continue
-        state = assignment.state_value(tp)
-        if state is None or not state.has_valid_position:
-            continue
-        end = state.lso if state.lso is not None and state.lso >= 0 else state.highwater
-        if end is None:
-            continue
-        lag[(tp.topic, tp.partition)] = max(0, end - state.position)
-    return lag

@@ -7,13 +7,11 @@ keeps no copy: it reads the topic from the client's cursor and returns what is t
 A cursor is opaque to clients: URL-safe base64 of the next offset to read per
 partition. No `after` means from the beginning (the oldest retained result). A client
 that stores `next` and comes back later gets every result committed since, once: the
-cursor only advances past results that were returned. Also `GET /queries`,
-`GET /health` and `GET /metrics` on the same port.
+cursor only advances past results that were returned. Served by `http_api`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import time
@@ -111,52 +109,3 @@ def read_results(bootstrap: str, topic: str, codec: Any, after: dict[int, int], 
         return results, positions
     finally:
         consumer.close()
-
-
-def install(worker: Any) -> None:
-    import faust
-
-    app = worker.app
-
-    @app.page("/queries/{query_id}/results")
-    class Results(faust.web.View):
-        async def get(self, request: Any, query_id: str) -> Any:
-            problem = worker.names.query_id_problem(query_id)
-            if problem:
-                return self.json({"error": problem}, status=400)
-            try:
-                after = decode_cursor(request.query.get("after"))
-                limit = int(request.query.get("limit", DEFAULT_LIMIT))
-                if not 1 <= limit <= MAX_LIMIT:
-                    raise ValueError
-            except BadCursor as exc:
-                return self.json({"error": str(exc)}, status=400)
-            except ValueError:
-                return self.json({"error": f"limit must be an integer from 1 to {MAX_LIMIT}"},
-                                 status=400)
-            try:
-                results, positions = await asyncio.to_thread(
-                    read_results, worker.settings.bootstrap, worker.names.results(query_id),
-                    worker.codec, after, limit)
-            except UnknownTopic:
-                return self.json({"error": f"no results topic for query {query_id!r}"},
-                                 status=404)
-            return self.json({"results": results, "next": encode_cursor(positions)})
-
-    @app.page("/queries")
-    class Queries(faust.web.View):
-        async def get(self, request: Any) -> Any:
-            return self.json({"queries": worker.registered_queries()})
-
-    @app.page("/health")
-    class Health(faust.web.View):
-        async def get(self, request: Any) -> Any:
-            return self.json({"status": "ok", "app": worker.settings.app_id,
-                              "partitions": sorted(pe.partition for pe in worker.engines)})
-
-    @app.page("/metrics")
-    class Metrics(faust.web.View):
-        async def get(self, request: Any) -> Any:
-            from juggler.service.metrics import CONTENT_TYPE
-
-            return self.bytes(worker.metrics.expose(), content_type=CONTENT_TYPE)

@@ -10,7 +10,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-GUARANTEES = ("exactly_once", "at_least_once")
+DEFAULT_MAX_IDLE_MS = 500
+"""How long a task waits for an idle stream partition before going on without it.
+
+Long enough to cover what separates records produced at about the same moment on
+different topics (producer linger, one fetch round trip, a scheduling hiccup on a busy
+machine): a producer per stream, or one producer writing several streams, is then
+merged by `ts` with no event late. Short enough that a stream that falls silent costs
+its partners half a second once (the wait is not repeated while it stays silent)."""
 
 
 @dataclass(frozen=True)
@@ -18,17 +25,23 @@ class Settings:
     bootstrap: str = "127.0.0.1:9092"
     """Kafka bootstrap servers, `host:port[,host:port]`."""
     app_id: str = "juggler"
-    """Faust app id: the consumer group, the prefix of changelog topics and of
-    transactional ids. Workers with the same id share the partitions."""
+    """The consumer group and the prefix of the transactional id. Workers with the same
+    id share the partitions."""
+    instance_id: str | None = None
+    """This worker's name in the group (its transactional id is `<app_id>-<instance>`).
+    Give each worker a stable one (a StatefulSet pod name): a restart then fences its
+    previous incarnation at once. Default: host name and process id, unique but new at
+    each start, so a killed worker's open transaction holds readers up to 10 s."""
     partitions: int | None = None
     """Partitions of the stream and fanout topics (and of the changelog topics).
     None: read from the broker (the fanout topic's partition count)."""
     allowed_lateness: int = 0
     retention: int = 0
     order: str = "adaptive"
-    processing_guarantee: str = "exactly_once"
+    max_idle_ms: int = DEFAULT_MAX_IDLE_MS
+    """See `DEFAULT_MAX_IDLE_MS` and DESIGN section 4a."""
     replication_factor: int = 1
-    """Of the topics the worker creates (Faust's changelog topics, results topics)."""
+    """Of the topics the worker creates (results topics)."""
     web_host: str = "0.0.0.0"
     web_port: int = 6066
     schemas_dir: Path | None = None
@@ -41,12 +54,17 @@ class Settings:
     create_topics: bool = True
     """Apply the topic specs (idempotently) before the worker starts consuming."""
     batch_max: int = 1000
-    """At most this many events are taken at a time (one transaction per partition per
-    batch); a batch also closes when no further event is waiting."""
+    """Records fetched, and records taken per task, per round of the loop (one
+    transaction per round)."""
+    buffer_max: int = 20_000
+    """Fetched records a stream partition may hold waiting for its turn; past it the
+    partition is paused (a backlog of one stream never fills memory)."""
+    max_record_bytes: int = 1_000_000
+    """The producer's record limit (librdkafka `message.max.bytes`); nothing the worker
+    writes is larger. Keep it at or below the broker's `message.max.bytes`."""
     session_timeout: float | None = None
-    """Seconds before the group gives up on a silent worker (and its rebalance timeout);
-    None keeps Faust's 60 s. Lower means a killed worker's partitions move sooner."""
-    data_dir: Path = Path("/tmp/juggler-worker")
+    """Seconds before the group gives up on a silent worker; None: 45 s. Lower means a
+    killed worker's partitions move sooner."""
     loglevel: str = "info"
 
     @classmethod
@@ -63,9 +81,8 @@ class Settings:
         return cls(**values).checked()
 
     def checked(self) -> Settings:
-        if self.processing_guarantee not in GUARANTEES:
-            raise ValueError(f"processing_guarantee must be one of {', '.join(GUARANTEES)}, "
-                             f"got {self.processing_guarantee!r}")
+        if self.max_idle_ms < 0:
+            raise ValueError("max_idle_ms must be >= 0")
         if self.allowed_lateness < 0 or self.retention < 0:
             raise ValueError("allowed_lateness and retention must be >= 0")
         if self.partitions is not None and self.partitions < 1:
@@ -76,8 +93,8 @@ class Settings:
 
 
 _INTS = {"partitions", "allowed_lateness", "retention", "web_port", "batch_max",
-         "replication_factor"}
-_PATHS = {"schemas_dir", "data_dir"}
+         "replication_factor", "max_idle_ms", "buffer_max", "max_record_bytes"}
+_PATHS = {"schemas_dir"}
 
 
 def _convert(name: str, raw: str) -> Any:

@@ -29,6 +29,10 @@ class TopicNames:
         return self.prefix + names.CONTROL_FANOUT
 
     @property
+    def state(self) -> str:
+        return self.prefix + names.STATE
+
+    @property
     def deadletter(self) -> str:
         return self.prefix + names.DEADLETTER
 

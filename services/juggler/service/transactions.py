@@ -1,39 +1,35 @@
-"""One Kafka transaction per source partition per batch: every record a batch produces
-(results, dead letters, statuses, fanout copies, state changelog records) and the
-batch's consumer offsets are committed together, or not at all.
+"""One Kafka transaction per round of the worker's loop: every record the round produces
+(results, dead letters, statuses, fanout copies, state records) and the input offsets
+of every task it advanced are committed together, or not at all.
 
-Why not Faust's own exactly-once path: faust-streaming 0.15 picks a send's transactional
-producer from the *destination* topic's partition (a KeyError for topics no agent
-consumes, such as results topics), writes table changelogs through a background buffer
-that is not flushed before a commit, and commits on a timer that can fall in the middle
-of an agent's batch. Any of these can split one event's effects over two transactions,
-which a crash turns into a lost or duplicated result. So the worker keeps Faust's
-machinery (the consumer group, co-partitioned assignment, one transactional producer per
-partition group created on assignment, which fences a previous owner, read_committed
-consumption, table recovery) and drives the transaction of its own batches itself:
+One transactional producer per worker, fenced by the consumer group's generation
+(KIP-447, `send_offsets_to_transaction` with the consumer's group metadata): a worker
+whose partitions moved on can no longer commit for them. Its transactional id is the
+worker's `instance_id`; a restarted worker with the same id fences its previous
+incarnation at once, and an open transaction of a worker that never comes back is
+aborted by the broker after `transaction.timeout.ms`.
 
-    lock the partition's transactional producer (the lock Faust's commit also takes)
-    send every outgoing record; wait for all acknowledgements
-    send_offsets_to_transaction(last offset + 1 of each source topic-partition)
-    commit_transaction; begin_transaction (Faust expects one to be open)
-
-Faust's periodic commit afterwards only re-commits the same offsets (the events are
-acked after this returns), in a transaction of its own with nothing else in it.
+Any failure to commit leaves the engines ahead of what was committed, so the worker
+stops (`CommitFailed`, exit status 70) and its restart resumes from the committed
+offsets and state, like a Kafka Streams task closed dirty.
 """
 
 from __future__ import annotations
 
-import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faust.types import TP
+log = logging.getLogger(__name__)
+
+TRANSACTION_TIMEOUT_MS = 10_000
+"""How long an abandoned transaction blocks read_committed readers of the outputs and
+the group's committed offsets (a SIGKILLed worker started under a new id)."""
 
 
-class PartitionLost(Exception):
-    """The partition's transactional producer is gone: the partition was revoked (or the
-    producer fenced) while the batch was processed. Nothing of the batch is committed."""
+class CommitFailed(RuntimeError):
+    """The round's transaction did not commit; nothing of it is visible."""
 
 
 @dataclass(slots=True)
@@ -47,9 +43,11 @@ class Outgoing:
 
 @dataclass
 class Outbox:
-    """What one batch of one source partition produces, sent at commit time."""
+    """What one round produces, sent at commit time."""
 
     messages: list[Outgoing] = field(default_factory=list)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Input topic-partition -> next offset to read, committed with the messages."""
     after_commit: list[Callable[[], None]] = field(default_factory=list)
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
@@ -57,59 +55,67 @@ class Outbox:
         self.messages.append(Outgoing(topic, key, value, partition, headers))
 
     def then(self, callback: Callable[[], None]) -> None:
-        """Run `callback` once the batch is committed (metrics, latency)."""
+        """Run `callback` once the round is committed (metrics, latency)."""
         self.after_commit.append(callback)
+
+    def empty(self) -> bool:
+        return not self.messages and not self.offsets
 
 
 class Transactions:
-    """Commits batches with the guarantee the worker was configured with."""
+    def __init__(self, client_config: dict[str, Any], instance_id: str, max_record_bytes: int) -> None:
+        from confluent_kafka import Producer
 
-    def __init__(self, app: Any, exactly_once: bool) -> None:
-        self.app = app
-        self.exactly_once = exactly_once
+        self.producer = Producer({
+            **client_config,
+            "transactional.id": instance_id,
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+            "message.max.bytes": max_record_bytes,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "log_level": 3,
+        })
+        self.producer.init_transactions(60)
 
-    def transactional_id(self, topic: str, partition: int) -> str:
-        """Faust's id for the producer of a source partition (`TransactionManager`)."""
-        group = self.app.assignor.group_for_topic(topic)
-        return f"{self.app.conf.id}-{group}-{partition}"
+    def commit(self, outbox: Outbox, group_metadata: Any) -> None:
+        """Produce `outbox`'s messages and commit its offsets in one transaction."""
+        from confluent_kafka import KafkaException, TopicPartition
 
-    async def commit(self, source_topic: str, partition: int, offsets: dict[TP, int],
-                     outbox: Outbox) -> None:
-        """Produce `outbox` and commit `offsets` (next offset to read per source TP)."""
-        if self.exactly_once:
-            await self._commit_transaction(source_topic, partition, offsets, outbox)
-        else:
-            await self._send_all(outbox)  # Faust commits the acked offsets later
+        if outbox.empty():
+            return
+        producer = self.producer
+        try:
+            producer.begin_transaction()
+            for m in outbox.messages:
+                self._produce(m)
+            if outbox.offsets:
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(t, p, o) for (t, p), o in outbox.offsets.items()],
+                    group_metadata, 60)
+            producer.commit_transaction(60)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if getattr(error, "txn_requires_abort", lambda: False)():
+                try:
+                    producer.abort_transaction(30)
+                except KafkaException:
+                    pass
+            raise CommitFailed(f"transaction failed: {error}") from None
         for callback in outbox.after_commit:
             callback()
 
-    async def _commit_transaction(self, source_topic: str, partition: int,
-                                  offsets: dict[TP, int], outbox: Outbox) -> None:
-        from aiokafka.structs import TopicPartition
+    def _produce(self, m: Outgoing) -> None:
+        kwargs: dict[str, Any] = {"key": m.key, "value": m.value}
+        if m.partition is not None:
+            kwargs["partition"] = m.partition
+        if m.headers:
+            kwargs["headers"] = m.headers
+        while True:
+            try:
+                self.producer.produce(m.topic, **kwargs)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self.producer.poll(0.05)
 
-        producer = self.app.producer
-        tid = self.transactional_id(source_topic, partition)
-        txp = producer._transaction_producers.get(tid)
-        lock = producer._trn_locks.get(tid)
-        if txp is None or lock is None:
-            raise PartitionLost(f"no transactional producer {tid!r}: partition revoked or fenced")
-        async with lock:
-            if not txp._txn_manager.is_in_transaction():
-                await txp.begin_transaction()
-            pending = [await txp.send(m.topic, m.value, key=m.key, partition=m.partition,
-                                      headers=m.headers)
-                       for m in outbox.messages]
-            if pending:
-                await asyncio.gather(*pending)
-            await txp.send_offsets_to_transaction(
-                {TopicPartition(tp.topic, tp.partition): offset for tp, offset in offsets.items()},
-                self.app.conf.id)
-            await txp.commit_transaction()
-            await txp.begin_transaction()
-
-    async def _send_all(self, outbox: Outbox) -> None:
-        producer = self.app.producer
-        pending = [await producer.send(m.topic, m.key, m.value, m.partition, None, m.headers)
-                   for m in outbox.messages]
-        if pending:
-            await asyncio.gather(*pending)
+    def close(self) -> None:
+        self.producer.flush(10)

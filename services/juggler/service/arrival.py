@@ -1,0 +1,186 @@
+"""The order in which a task takes its records (DESIGN section 4a). Pure: no Kafka.
+
+A task owns partition p of every stream topic. It takes, among the next unprocessed
+record of each stream partition, the one with the smallest event `ts` (ties: the
+streams' fixed order); within one stream partition offset order is kept. It never takes
+a record while another stream partition has records in the log that it has not fetched
+(position below the log-end offset): so a backlog of any size comes out in exactly one
+order, whatever the fetch timing. A stream partition that is caught up and has nothing
+buffered is idle; the task waits for it at most `max_idle_ms`, measured from when it was
+first seen idle while another partition had a record waiting (Kafka Streams'
+`max.task.idle.ms`), and once past that goes on without it until it gets a record again.
+Before going on without it, the log end is asked again after the deadline: a record
+already in the log is never overtaken.
+
+Commands are barriers: a barrier carries, per stream, the log-end offset the stream's
+partition had when the command was accepted. Records below it are taken before the
+command, the others after (each side by `ts`).
+
+Records are only taken once *cleared* (`cleared_epoch`): the worker clears the records
+fetched before a moment at which it knew every command accepted so far (see
+`juggler.service.clearance`), so no barrier can later turn out to lie below a record
+already taken. A record that did not decode has no `ts` and changes no state: it is
+taken (dead-lettered) as soon as it is at the head of its partition.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Pending:
+    """A fetched record waiting to be taken."""
+
+    offset: int
+    ts: int | None
+    """The event time; None for a record that did not decode."""
+    epoch: int
+    """The worker's fetch epoch when it arrived (see `ArrivalOrder.cleared_epoch`)."""
+    item: Any
+
+
+@dataclass(slots=True)
+class Barrier:
+    offsets: dict[str, int]
+    """Stream -> log-end offset of this task's partition when the command was accepted."""
+    offset: int
+    """Where the barrier itself stands in its own (fanout) partition."""
+    item: Any
+
+
+@dataclass
+class Input:
+    """One stream partition of a task."""
+
+    stream: str
+    rank: int
+    buffer: deque[Pending] = field(default_factory=deque)
+    position: int | None = None
+    """The next offset the consumer will deliver (past transaction markers)."""
+    end: int | None = None
+    """The log-end offset (last stable offset) as last asked, and when (`end_at`)."""
+    end_at: float = float("-inf")
+    idle_deadline: float | None = None
+
+    def caught_up(self) -> bool:
+        return (not self.buffer and self.position is not None and self.end is not None
+                and self.position >= self.end)
+
+    def next_offset(self) -> int | None:
+        """The offset of the next record to take: everything below it is processed."""
+        return self.buffer[0].offset if self.buffer else self.position
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    input: Input
+    record: Pending
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    barrier: Barrier
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing can be taken now. `refresh`: inputs whose log end must be asked again
+    before the task can decide (idle ones past their deadline, or not known yet);
+    `until`: the earliest idle deadline, when asking again may let the task go on."""
+
+    refresh: tuple[Input, ...] = ()
+    until: float | None = None
+
+
+Step = Take | Apply | Wait
+
+
+class ArrivalOrder:
+    def __init__(self, streams: list[str], max_idle_ms: int) -> None:
+        self.inputs = {s: Input(s, rank) for rank, s in enumerate(streams)}
+        self.max_idle = max_idle_ms / 1000.0
+        self.barriers: deque[Barrier] = deque()
+        self.barrier_position: int | None = None
+        """The fanout partition's next offset to deliver (past markers)."""
+        self.cleared_epoch = -1
+
+    def add(self, stream: str, record: Pending) -> None:
+        inp = self.inputs[stream]
+        inp.buffer.append(record)
+        inp.idle_deadline = None
+
+    def add_barrier(self, barrier: Barrier) -> None:
+        self.barriers.append(barrier)
+
+    def buffered(self) -> int:
+        return sum(len(i.buffer) for i in self.inputs.values())
+
+    def next(self, now: float) -> Step:
+        barrier = self.barriers[0] if self.barriers else None
+        best: Input | None = None
+        blocked = False
+        refresh: list[Input] = []
+        idle: list[Input] = []
+        for inp in self.inputs.values():
+            limit = barrier.offsets.get(inp.stream) if barrier is not None else None
+            if inp.buffer:
+                head = inp.buffer[0]
+                if limit is not None and head.offset >= limit:
+                    continue  # done with this segment
+                if head.ts is None:
+                    return Take(inp, head)
+                if head.epoch > self.cleared_epoch:
+                    blocked = True
+                    continue
+                if best is None or (head.ts, inp.rank) < (best.buffer[0].ts, best.rank):
+                    best = inp
+                continue
+            if limit is not None and inp.position is not None and inp.position >= limit:
+                continue  # everything below the barrier was taken
+            if inp.position is None or inp.end is None:
+                blocked = True
+                refresh.append(inp)
+            elif inp.position < inp.end:
+                blocked = True  # records in the log not fetched yet
+            elif limit is not None:
+                blocked = True  # the end was asked before the barrier's records came
+                refresh.append(inp)
+            else:
+                idle.append(inp)
+        if blocked:
+            return Wait(tuple(refresh))
+        if best is None:
+            return Apply(barrier) if barrier is not None else Wait()
+        until = None
+        for inp in idle:
+            if inp.idle_deadline is None:
+                inp.idle_deadline = now + self.max_idle
+            if now < inp.idle_deadline:
+                until = inp.idle_deadline if until is None else min(until, inp.idle_deadline)
+            elif inp.end_at < inp.idle_deadline:
+                refresh.append(inp)  # ask the log end once more before going on without it
+        if until is not None or refresh:
+            return Wait(tuple(refresh), until)
+        return Take(best, best.buffer[0])
+
+    def pop(self, step: Take | Apply) -> None:
+        if isinstance(step, Take):
+            step.input.buffer.popleft()
+        else:
+            self.barriers.popleft()
+
+    def commit_offsets(self) -> dict[str, int]:
+        """Stream -> the offset to commit: the next record to take (all below it are
+        processed); streams whose position is not known yet are left out."""
+        out = {}
+        for stream, inp in self.inputs.items():
+            offset = inp.next_offset()
+            if offset is not None:
+                out[stream] = offset
+        return out
+
+    def barrier_commit_offset(self) -> int | None:
+        return self.barriers[0].offset if self.barriers else self.barrier_position

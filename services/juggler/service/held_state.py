@@ -1,0 +1,148 @@
+"""What a task must recover after a restart, as records of the compacted state topic.
+
+Partition p of `juggler.state` holds task p's state, written in the same transaction as
+the results and input offsets it goes with, so after a crash it matches the committed
+offsets exactly. Every record is small or a copy of one input record, so none can
+exceed the producer's limit, and a batch writes only what it changed:
+
+- `e/<topic>/<offset>`: one held event, the input record's value as it was (headers:
+  the entity key and the event's arrival sequence). When the copy would not fit under
+  the record limit, the value is empty and a `ref` header says to read the original
+  from its topic at restore. A tombstone when the key's floor passes the event.
+- `k/<entity key>`: the key's `maxts` and `floor` (JSON), after each batch touching it.
+- `q/<query id>`: a query registered in p's task (JSON: registration sequence, text);
+  a tombstone at deregistration.
+- `h`: the task's horizon H, which a deregistration must not shrink.
+
+Why per-event records rather than a snapshot per key: a key's whole held state can be
+far larger than one record, and rewriting it per batch made state cost grow with what
+was held instead of with what changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT = "e/"
+KEY = "k/"
+QUERY = "q/"
+HORIZON = "h"
+ENTITY_HEADER = "key"
+SEQ_HEADER = "seq"
+REF_HEADER = "ref"
+
+Headers = list[tuple[str, bytes]]
+
+
+def event_key(topic: str, offset: int) -> bytes:
+    return f"{EVENT}{topic}/{offset}".encode()
+
+
+def key_meta(maxts: int | None, floor: int | None) -> bytes:
+    return json.dumps({"maxts": maxts, "floor": floor}, separators=(",", ":")).encode()
+
+
+def query_record(seq: int, text: str) -> bytes:
+    return json.dumps({"seq": seq, "text": text}, separators=(",", ":")).encode()
+
+
+def horizon_record(horizon: int) -> bytes:
+    return json.dumps({"horizon": horizon}).encode()
+
+
+def event_record(entity_key: bytes, value: bytes, seq: int,
+                 room: int) -> tuple[bytes, Headers]:
+    """The value and headers of an `e/` record: the original value when it fits in
+    `room` bytes, else an empty value and a `ref` header (read it from its topic)."""
+    headers: Headers = [(ENTITY_HEADER, entity_key), (SEQ_HEADER, str(seq).encode())]
+    if len(value) + len(entity_key) <= room:
+        return value, headers
+    headers.append((REF_HEADER, b"1"))
+    return b"", headers
+
+
+@dataclass
+class HeldTracker:
+    """Which `e/` records are still held, per entity key, ordered by `ts`, so the
+    records a rising floor releases are found without scanning (a heap per key)."""
+
+    by_key: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
+
+    def add(self, key: str, ts: int, topic: str, offset: int) -> None:
+        heapq.heappush(self.by_key.setdefault(key, []), (ts, topic, offset))
+
+    def release(self, key: str, floor: int | None) -> list[bytes]:
+        """The `e/` keys of `key`'s events below `floor`, now no longer held."""
+        heap = self.by_key.get(key)
+        out: list[bytes] = []
+        if heap is None or floor is None:
+            return out
+        while heap and heap[0][0] < floor:
+            _, topic, offset = heapq.heappop(heap)
+            out.append(event_key(topic, offset))
+        return out
+
+    def held(self) -> int:
+        return sum(len(h) for h in self.by_key.values())
+
+
+@dataclass
+class StoredEvent:
+    topic: str
+    offset: int
+    key: bytes
+    seq: int
+    value: bytes | None
+    """None: the value was too large to copy; read it at (topic, partition, offset)."""
+
+
+@dataclass
+class TaskState:
+    """Task p's state as read back from its partition of the state topic."""
+
+    queries: dict[str, tuple[int, str]] = field(default_factory=dict)
+    horizon: int = 0
+    keys: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    events: dict[bytes, StoredEvent] = field(default_factory=dict)
+
+    def apply(self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]]) -> None:
+        """Fold one record of the state topic in (records come in log order; the last
+        one per key wins, and a tombstone removes)."""
+        if key is None:
+            return
+        text = key.decode("utf-8", "surrogateescape")
+        if text.startswith(EVENT):
+            if value is None:
+                self.events.pop(key, None)
+                return
+            h = {name: bytes(v) for name, v in headers or ()}
+            topic, _, offset = text[len(EVENT):].rpartition("/")
+            self.events[key] = StoredEvent(topic, int(offset), h[ENTITY_HEADER],
+                                           int(h[SEQ_HEADER]),
+                                           None if REF_HEADER in h else bytes(value))
+        elif text.startswith(KEY):
+            entity = text[len(KEY):]
+            if value is None:
+                self.keys.pop(entity, None)
+            else:
+                meta = json.loads(value)
+                self.keys[entity] = (meta["maxts"], meta["floor"])
+        elif text.startswith(QUERY):
+            qid = text[len(QUERY):]
+            if value is None:
+                self.queries.pop(qid, None)
+            else:
+                record = json.loads(value)
+                self.queries[qid] = (record["seq"], record["text"])
+        elif text == HORIZON and value is not None:
+            self.horizon = int(json.loads(value)["horizon"])
+
+    def next_seq(self) -> int:
+        return max((e.seq for e in self.events.values()), default=-1) + 1
+
+    def next_query_seq(self) -> int:
+        return max((s for s, _ in self.queries.values()), default=-1) + 1

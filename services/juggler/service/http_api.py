@@ -1,0 +1,149 @@
+"""The worker's HTTP port: results by cursor, registered queries, progress, health and
+Prometheus metrics. aiohttp on its own thread and event loop, so a slow client never
+holds up the processing loop; handlers read the tasks under the worker's lock.
+
+- `GET /queries/<id>/results?after=<cursor>&limit=N`: see `results_api`;
+- `GET /queries`: the queries registered in this worker's tasks;
+- `GET /progress`: per owned partition and stream partition, the next offset to
+  process against the log end (asked now), and whether everything in the log is done;
+- `GET /health`: 200 once the assigned partitions are restored, 503 before;
+- `GET /metrics`: Prometheus text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from juggler.service.results_api import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    BadCursor,
+    UnknownTopic,
+    decode_cursor,
+    encode_cursor,
+    read_results,
+)
+
+
+@dataclass
+class Server:
+    port: int
+    thread: threading.Thread
+
+
+def serve(worker: Any, host: str, port: int) -> Server:
+    """Start the HTTP server on a daemon thread; returns once it listens."""
+    app = web.Application()
+    app.add_routes([web.get("/queries/{query_id}/results", _results(worker)),
+                    web.get("/queries", _queries(worker)),
+                    web.get("/progress", _progress(worker)),
+                    web.get("/health", _health(worker)),
+                    web.get("/metrics", _metrics(worker))])
+    started = threading.Event()
+    bound: list[int] = []
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, host, port)
+        loop.run_until_complete(site.start())
+        bound.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="juggler-http", daemon=True)
+    thread.start()
+    if not started.wait(30):
+        raise RuntimeError(f"the HTTP server did not start on {host}:{port}")
+    return Server(bound[0], thread)
+
+
+def _locked(worker: Any, read: Any) -> Any:
+    with worker.lock:
+        return read()
+
+
+def _results(worker: Any) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        query_id = request.match_info["query_id"]
+        problem = worker.names.query_id_problem(query_id)
+        if problem:
+            return web.json_response({"error": problem}, status=400)
+        try:
+            after = decode_cursor(request.query.get("after"))
+            limit = int(request.query.get("limit", DEFAULT_LIMIT))
+            if not 1 <= limit <= MAX_LIMIT:
+                raise ValueError
+        except BadCursor as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except ValueError:
+            return web.json_response(
+                {"error": f"limit must be an integer from 1 to {MAX_LIMIT}"}, status=400)
+        try:
+            results, positions = await asyncio.to_thread(
+                read_results, worker.settings.bootstrap, worker.names.results(query_id),
+                worker.codec, after, limit)
+        except UnknownTopic:
+            return web.json_response({"error": f"no results topic for query {query_id!r}"},
+                                     status=404)
+        return web.json_response({"results": results, "next": encode_cursor(positions)})
+    return handler
+
+
+def _queries(worker: Any) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        queries = await asyncio.to_thread(_locked, worker, worker.registered_queries)
+        return web.json_response({"queries": queries})
+    return handler
+
+
+def _progress(worker: Any) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(await asyncio.to_thread(progress, worker))
+    return handler
+
+
+def progress(worker: Any) -> dict[str, Any]:
+    """`worker.progress()` with every log end asked now, and `caught_up` per partition
+    and overall: nothing in the log is left to process."""
+    from juggler.kafka.offsets import log_ends
+
+    report = _locked(worker, worker.progress)
+    tps = [(topic, int(p)) for p, part in report["partitions"].items() for topic in part["inputs"]]
+    ends = log_ends(worker.admin, tps) if tps else {}
+    everything = True
+    for p, part in report["partitions"].items():
+        done = part["restored"] and not part["pending_commands"]
+        for topic, inp in part["inputs"].items():
+            inp["log_end"] = ends[(topic, int(p))]
+            inp["lag"] = None if inp["processed"] is None else max(0, inp["log_end"] - inp["processed"])
+            done = done and inp["lag"] == 0
+        part["caught_up"] = done
+        everything = everything and done
+    report["caught_up"] = everything
+    return report
+
+
+def _health(worker: Any) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        partitions = await asyncio.to_thread(_locked, worker, lambda: sorted(worker.tasks))
+        ready = worker.ready
+        return web.json_response({"status": "ok" if ready else "starting",
+                                  "app": worker.settings.app_id, "partitions": partitions},
+                                 status=200 if ready else 503)
+    return handler
+
+
+def _metrics(worker: Any) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        from juggler.service.metrics import CONTENT_TYPE
+
+        body = await asyncio.to_thread(_locked, worker, worker.metrics.expose)
+        return web.Response(body=body, content_type=CONTENT_TYPE)
+    return handler

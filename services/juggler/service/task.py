@@ -1,0 +1,253 @@
+"""Task p: partition p of every stream topic and of the fanout topic, one engine.
+
+Like a Kafka Streams task, it owns its input partitions, its engine and its partition
+of the state topic. The worker hands it fetched records (`add`); `run` takes them in
+the arrival order of `arrival.ArrivalOrder` and writes what they cause (results, dead
+letters, state records, LIVE statuses, input offsets) into the round's `Outbox`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
+from juggler.engine.events import EngineConfig, Event, LateEvent, RegistrationError, Result
+from juggler.engine.operator import JugglerEngine, KeySnapshot
+from juggler.service import held_state
+from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait
+from juggler.service.transactions import Outbox
+
+log = logging.getLogger(__name__)
+
+CONTROL_OFFSET_HEADER = "juggler-control-offset"
+BARRIER_HEADER = "juggler-barrier"
+ROW_OMITTED_HEADER = "juggler-row-omitted"
+LATE_LOG_EVERY = 10.0
+"""Seconds between two log lines about late events of one task (they are all counted)."""
+
+
+@dataclass(slots=True)
+class Record:
+    """A fetched input record, as the consumer gave it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    """The Kafka timestamp (ms), for the latency metric."""
+    headers: list[tuple[str, bytes]] | None = None
+
+
+@dataclass
+class RoundCounts:
+    """What one round counted; added to the metrics once its transaction commits."""
+
+    events_in: Counter[str] = field(default_factory=Counter)
+    late: Counter[str] = field(default_factory=Counter)
+    results_out: Counter[str] = field(default_factory=Counter)
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    produced_at: list[tuple[int, int]] = field(default_factory=list)
+
+
+class PartitionTask:
+    def __init__(self, worker: Any, partition: int) -> None:
+        self.w = worker
+        self.partition = partition
+        settings = worker.settings
+        self.config = EngineConfig(allowed_lateness=settings.allowed_lateness,
+                                   retention=settings.retention, order=settings.order)
+        self.engine = JugglerEngine(self.config)
+        self.streams = worker.streams
+        self.order = ArrivalOrder(self.streams, settings.max_idle_ms)
+        self.texts: dict[str, str] = {}
+        self.query_seq = 0
+        self.seq = 0
+        self.tracker = held_state.HeldTracker()
+        self.topic_of = {s: worker.names.stream(s) for s in self.streams}
+        self.restored = False
+        self._late_logged = 0.0
+        self._late_since_log = 0
+
+    # inputs -------------------------------------------------------------------------
+
+    def add(self, stream: str, record: Record, epoch: int) -> None:
+        """Decode a stream record now: its `ts` decides its place in the order."""
+        try:
+            event: Event | CodecError = self.w.codec.event_from(
+                stream, record.key, record.value, (record.topic, record.partition, record.offset))
+            ts = event.ts  # type: ignore[union-attr]
+        except CodecError as exc:
+            event, ts = exc, None
+        self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)))
+
+    def add_barrier(self, record: Record) -> None:
+        """p's copy of an accepted command, with the log-end offsets it applies at."""
+        headers = dict(record.headers or ())
+        offsets = json.loads(headers.get(BARRIER_HEADER, b"{}"))
+        self.order.add_barrier(Barrier(offsets, record.offset, record))
+
+    # the round ----------------------------------------------------------------------
+
+    def run(self, outbox: Outbox, counts: RoundCounts, budget: int, now: float) -> Wait | None:
+        """Take up to `budget` records; the Wait that stopped it, or None if the budget
+        ran out."""
+        order = self.order
+        dirty: set[str] = set()
+        for _ in range(budget):
+            step = order.next(now)
+            if isinstance(step, Wait):
+                self._finish(outbox, dirty)
+                return step
+            order.pop(step)
+            if isinstance(step, Take):
+                record, event = step.record.item
+                self._event(step.input.stream, record, event, outbox, counts, dirty)
+            else:
+                self._command(step, outbox, counts)
+        self._finish(outbox, dirty)
+        return None
+
+    def _finish(self, outbox: Outbox, dirty: set[str]) -> None:
+        state = self.w.names.state
+        for key in dirty:
+            ks = self.engine.keys.get(key)
+            if ks is not None:
+                outbox.send(state, (held_state.KEY + key).encode(),
+                            held_state.key_meta(ks.maxts, ks.floor), self.partition)
+        for stream, offset in self.order.commit_offsets().items():
+            outbox.offsets[(self.topic_of[stream], self.partition)] = offset
+        fanout = self.order.barrier_commit_offset()
+        if fanout is not None:
+            outbox.offsets[(self.w.names.fanout, self.partition)] = fanout
+
+    def _event(self, stream: str, record: Record, event: Event | CodecError, outbox: Outbox,
+               counts: RoundCounts, dirty: set[str]) -> None:
+        counts.events_in[stream] += 1
+        if isinstance(event, CodecError):
+            self.w.dead_letters.send(outbox, counts, record, event.kind, event.reason)
+            return
+        try:
+            results = self.engine.process(event)
+        except LateEvent as exc:
+            counts.late[stream] += 1
+            self.w.dead_letters.send(outbox, counts, record, "late", exc.reason)
+            self._log_late(exc.reason)
+            return
+        key = event.key
+        dirty.add(key)
+        seq = self.seq
+        self.seq += 1
+        entity = record.key or b""
+        value, headers = held_state.event_record(entity, record.value or b"", seq,
+                                                 self.w.state_room)
+        state = self.w.names.state
+        outbox.send(state, held_state.event_key(record.topic, record.offset), value,
+                    self.partition, headers)
+        self.tracker.add(key, event.ts, record.topic, record.offset)
+        for released in self.tracker.release(key, self.engine.keys[key].floor):
+            outbox.send(state, released, None, self.partition)
+        if results:
+            self._publish(results, outbox, counts)
+            counts.produced_at.append((record.timestamp, len(results)))
+
+    def _log_late(self, reason: str) -> None:
+        self._late_since_log += 1
+        now = time.monotonic()
+        if now - self._late_logged >= LATE_LOG_EVERY:
+            log.warning("partition %d: %d late event(s) dead-lettered since the last report; "
+                        "latest: %s", self.partition, self._late_since_log, reason)
+            self._late_logged = now
+            self._late_since_log = 0
+
+    def _publish(self, results: list[Result], outbox: Outbox, counts: RoundCounts) -> None:
+        w = self.w
+        for result in results:
+            topic = w.names.results(result.query)
+            key = result.key.encode()
+            value, omitted = w.encode_result(result_record(result), topic=topic, key=key)
+            headers = [(ROW_OMITTED_HEADER, b"too large for one record; read the sources")] \
+                if omitted else None
+            outbox.send(topic, key, value, headers=headers)
+            counts.results_out[result.query] += 1
+
+    def _command(self, step: Apply, outbox: Outbox, counts: RoundCounts) -> None:
+        """Apply p's copy of an accepted command at its barrier, and say it is live."""
+        from juggler.language import QueryError, compile_query
+
+        record: Record = step.barrier.item
+        w = self.w
+        try:
+            command = w.codec.decode(COMMAND, record.value)
+        except CodecError as exc:  # the control task wrote it: should never happen
+            log.error("partition %d: undecodable fanout record at offset %d: %s",
+                      self.partition, record.offset, exc.reason)
+            return
+        qid, action = command["id"], command["action"]
+        state = w.names.state
+        if action == "REGISTER" and qid not in self.texts:
+            try:
+                query = compile_query(qid, command["text"], w.catalog)
+                results = self.engine.register(query, history=bool(command.get("history")))
+            except (QueryError, RegistrationError) as exc:
+                log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
+                return
+            self.texts[qid] = command["text"]
+            outbox.send(state, (held_state.QUERY + qid).encode(),
+                        held_state.query_record(self.query_seq, command["text"]), self.partition)
+            outbox.send(state, held_state.HORIZON.encode(),
+                        held_state.horizon_record(self.engine.horizon), self.partition)
+            self.query_seq += 1
+            self._publish(results, outbox, counts)
+            log.info("partition %d: registered %r (%d history results)", self.partition, qid,
+                     len(results))
+        elif action == "DEREGISTER" and qid in self.texts:
+            self.engine.deregister(qid)
+            del self.texts[qid]
+            outbox.send(state, (held_state.QUERY + qid).encode(), None, self.partition)
+            log.info("partition %d: deregistered %r", self.partition, qid)
+        headers = dict(record.headers or ())
+        status = {"id": qid, "action": action, "status": "LIVE", "message": "",
+                  "command_offset": int(headers.get(CONTROL_OFFSET_HEADER, b"-1")),
+                  "partition": self.partition, "partitions": w.partitions}
+        outbox.send(w.names.status, qid.encode(),
+                    w.codec.encode(COMMAND_STATUS, status, topic=w.names.status))
+
+    # restore ------------------------------------------------------------------------
+
+    def restore(self, state: held_state.TaskState, fetch_value: Any) -> None:
+        """Rebuild the engine from the state topic, without evaluating anything: the
+        events were processed, and their results committed, before."""
+        from juggler.language import QueryError, compile_query
+
+        for qid, (seq, text) in sorted(state.queries.items(), key=lambda kv: kv[1][0]):
+            try:
+                self.engine.register(compile_query(qid, text, self.w.catalog))
+            except QueryError as exc:  # the schemas changed under a registered query
+                log.error("partition %d: cannot restore query %r: %s", self.partition, qid, exc)
+                continue
+            self.texts[qid] = text
+        self.engine.horizon = max(self.engine.horizon, state.horizon)
+        self.query_seq = state.next_query_seq()
+        self.seq = state.next_seq()
+        per_key: dict[str, list[tuple[int, Event]]] = {}
+        stream_of = {topic: s for s, topic in self.topic_of.items()}
+        for stored in state.events.values():
+            value = stored.value if stored.value is not None else \
+                fetch_value(stored.topic, self.partition, stored.offset)
+            event = self.w.codec.event_from(stream_of[stored.topic], stored.key, value,
+                                            (stored.topic, self.partition, stored.offset))
+            per_key.setdefault(event.key, []).append((stored.seq, event))
+            self.tracker.add(event.key, event.ts, stored.topic, stored.offset)
+        for key, (maxts, floor) in state.keys.items():
+            events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
+            self.engine.restore(key, KeySnapshot(maxts, floor, events))
+        self.restored = True
+        log.info("partition %d: restored %d queries, %d keys, %d held events", self.partition,
+                 len(self.texts), len(state.keys), len(state.events))

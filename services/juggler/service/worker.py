@@ -1,0 +1,381 @@
+"""The worker: one consumer-group member running tasks like a Kafka Streams instance.
+
+    JugglerWorker(Settings.from_env()).run()     # blocks; what `juggler worker` does
+
+One loop, one thread: fetch a batch of records and route it to the tasks (task p owns
+partition p of every stream topic and of the fanout topic; the range assignor gives
+them to one member) and to the control task (the control topic's only partition); let
+the control task decide its commands; clear what may be taken; let every task take
+what its arrival order allows; commit everything the round produced, with the input
+offsets, in one transaction. Any failure stops the process (status 70): what the
+engines did since the last commit is not committed, and a restart resumes from there.
+
+Why not Faust: the contract's arrival order needs, per task, the log-end offset of each
+input partition, pausing single partitions, and offsets committed exactly where the
+order stands. Faust's consumer offers none of these, and its exactly-once path needed
+six patches of its internals that still lost records (docs/worker.md, "History").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from juggler.service.settings import Settings
+from juggler.service.topic_names import TopicNames
+
+log = logging.getLogger(__name__)
+
+FAILURE_EXIT = 70
+"""Exit status when processing fails: state may be ahead of what was committed."""
+RECORD_OVERHEAD = 1024
+"""Bytes kept free under the record limit for a state record's key and headers."""
+REFRESH_EVERY = 0.005
+"""Seconds between two questions for the same partition's log end."""
+
+
+class JugglerWorker:
+    def __init__(self, settings: Settings) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        from juggler.codec.avro import Codec
+        from juggler.codec.bounded import encode_result_bounded
+        from juggler.service.deadletters import DeadLetters
+        from juggler.service.metrics import WorkerMetrics
+        from juggler.service.topic_setup import ensure_worker_topics, partitions
+
+        self.settings = settings
+        self.names = TopicNames(settings.topic_prefix)
+        self.codec = Codec(settings.schemas_dir,
+                           **({"registry_url": settings.registry_url}
+                              if settings.registry_url is not None else {}))
+        self.catalog = self.codec.catalog()
+        self.streams = self.codec.stream_names()
+        if settings.create_topics:
+            ensure_worker_topics(settings, self.streams)
+        self.partitions = partitions(settings) or settings.partitions or 1
+        self.client_config = {"bootstrap.servers": settings.bootstrap}
+        self.admin = AdminClient({**self.client_config, "log_level": 3})
+        self.max_record_bytes = settings.max_record_bytes
+        self.state_room = settings.max_record_bytes - RECORD_OVERHEAD
+        self._encode_result = encode_result_bounded
+        self.tasks: dict[int, Any] = {}
+        self.control: Any = None
+        self.metrics = WorkerMetrics(self)
+        self.dead_letters = DeadLetters(self)
+        self.lock = threading.Lock()
+        """Held while a round runs; the HTTP thread takes it to read the tasks."""
+        self.ready = False
+        self._stop = threading.Event()
+        self._committed: dict[tuple[str, int], int] = {}
+        self._clearances: dict[int, list[tuple[int, int]]] = {}
+        self._epoch = 0
+        self._paused: set[tuple[str, int]] = set()
+        self.stream_of_topic = {self.names.stream(s): s for s in self.streams}
+
+    # what tasks call ------------------------------------------------------------------
+
+    def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
+        return self._encode_result(self.codec, record, topic=topic, key=key,
+                                   max_bytes=self.max_record_bytes)
+
+    def ensure_results_topic(self, query_id: str) -> None:
+        from juggler.service.topic_setup import ensure_results_topic
+
+        ensure_results_topic(self.settings, self.partitions, query_id)
+
+    def stream_log_ends(self) -> dict[int, dict[str, int]]:
+        """Per partition, each stream partition's log end now (a barrier)."""
+        from juggler.kafka.offsets import log_ends
+
+        ends = log_ends(self.admin, [(self.names.stream(s), p) for s in self.streams
+                                     for p in range(self.partitions)])
+        return {p: {s: ends[(self.names.stream(s), p)] for s in self.streams}
+                for p in range(self.partitions)}
+
+    def registered_queries(self) -> list[dict[str, str]]:
+        seen: dict[str, str] = {}
+        for task in list(self.tasks.values()):
+            seen.update(task.texts)
+        return [{"id": qid, "text": text} for qid, text in seen.items()]
+
+    # the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Consume, process and commit until SIGTERM/SIGINT; exit 70 on any failure."""
+        from juggler.service.http_api import serve
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self._stop.set())
+        server = serve(self, self.settings.web_host, self.settings.web_port)
+        log.info("juggler worker %s: bootstrap %s, HTTP on http://%s:%d, %d partitions, "
+                 "app id %r", _version(), self.settings.bootstrap, self.settings.web_host,
+                 server.port, self.partitions, self.settings.app_id)
+        try:
+            self._loop()
+        except Exception as exc:
+            log.critical("worker failed: %r; exiting with status %d", exc, FAILURE_EXIT,
+                         exc_info=True)
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            sys.stderr.flush()
+            os._exit(FAILURE_EXIT)
+        log.info("worker stopped")
+
+    def _loop(self) -> None:
+        from confluent_kafka import Consumer
+
+        from juggler.service.transactions import Transactions
+
+        settings = self.settings
+        instance = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.transactions = Transactions(self.client_config, f"{settings.app_id}-{instance}",
+                                         self.max_record_bytes)
+        consumer = self.consumer = Consumer({
+            **self.client_config,
+            "group.id": settings.app_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": int((settings.session_timeout or 45.0) * 1000),
+            "heartbeat.interval.ms": int(max(0.2, (settings.session_timeout or 45.0) / 10) * 1000),
+            "max.poll.interval.ms": 900_000,
+            "fetch.wait.max.ms": 50,
+            "log_level": 3,
+        })
+        topics = [*self.stream_of_topic, self.names.fanout, self.names.control]
+        consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_revoke)
+        timeout = 0.1
+        try:
+            while not self._stop.is_set():
+                messages = consumer.consume(num_messages=settings.batch_max, timeout=timeout)
+                self._epoch += 1
+                with self.lock:
+                    self._restore_new()
+                    self._route(messages)
+                    timeout = self._round()
+        finally:
+            consumer.close()
+            self.transactions.close()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        from juggler.service.control_plane import ControlTask
+        from juggler.service.task import PartitionTask
+
+        with self.lock:
+            for tp in partitions:
+                if tp.topic == self.names.control:
+                    self.control = ControlTask(self)
+                elif tp.partition not in self.tasks:
+                    self.tasks[tp.partition] = PartitionTask(self, tp.partition)
+            self.ready = False
+        log.info("assigned partitions %s%s", sorted(self.tasks),
+                 " and the control partition" if self.control else "")
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        with self.lock:
+            for tp in partitions:
+                if tp.topic == self.names.control:
+                    self.control = None
+                else:
+                    self.tasks.pop(tp.partition, None)
+                    self._clearances.pop(tp.partition, None)
+                self._committed.pop((tp.topic, tp.partition), None)
+                self._paused.discard((tp.topic, tp.partition))
+        log.info("partitions revoked; now %s", sorted(self.tasks))
+
+    def _restore_new(self) -> None:
+        from juggler.service import restore
+
+        fresh = [t for t in self.tasks.values() if not t.restored]
+        if fresh:
+            restore.tasks(self, fresh)
+        if self.control is not None and not self.control.restored:
+            restore.control(self, self.control)
+        self.ready = True
+
+    def _route(self, messages: list[Any]) -> None:
+        from confluent_kafka import KafkaError
+
+        from juggler.service.task import Record
+
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.fatal():
+                    raise RuntimeError(f"consumer: {error}")
+                log.warning("consumer: %s (librdkafka retries)", error)
+                continue
+            topic, partition = m.topic(), m.partition()
+            record = Record(topic, partition, m.offset(), m.key(), m.value(),
+                            m.timestamp()[1], m.headers())
+            stream = self.stream_of_topic.get(topic)
+            if stream is not None:
+                task = self.tasks.get(partition)
+                if task is not None:
+                    task.add(stream, record, self._epoch)
+            elif topic == self.names.fanout:
+                task = self.tasks.get(partition)
+                if task is not None:
+                    task.add_barrier(record)
+            elif self.control is not None:
+                self.control.add(record)
+
+    def _round(self) -> float:
+        """One round: control, clearance, tasks, commit; the next poll's timeout."""
+        from juggler.service.task import RoundCounts
+        from juggler.service.transactions import Outbox
+
+        group = self.consumer.consumer_group_metadata()
+        if self.control is not None and self.control.pending:
+            outbox, counts = Outbox(), RoundCounts()
+            self.control.run(outbox, counts)
+            self._commit(outbox, counts, group)
+        self._update_positions()
+        self._clear()
+        outbox, counts = Outbox(), RoundCounts()
+        now = time.monotonic()
+        refresh: list[Any] = []
+        until: float | None = None
+        busy = False
+        for task in self.tasks.values():
+            wait = task.run(outbox, counts, self.settings.batch_max, now)
+            if wait is None:
+                busy = True
+                continue
+            refresh.extend((task, inp) for inp in wait.refresh)
+            if wait.until is not None:
+                until = wait.until if until is None else min(until, wait.until)
+        self._commit(outbox, counts, group)
+        if refresh:
+            self._refresh_ends(refresh)
+            return 0.0
+        self._flow_control()
+        if busy:
+            return 0.0
+        if until is not None:
+            return max(0.0, min(0.1, until - time.monotonic()))
+        return 0.1
+
+    def _commit(self, outbox: Any, counts: Any, group: Any) -> None:
+        for tp, offset in list(outbox.offsets.items()):
+            if self._committed.get(tp) == offset:
+                del outbox.offsets[tp]
+        if outbox.empty():
+            return
+        outbox.then(lambda: self.metrics.count(counts))
+        self.transactions.commit(outbox, group)
+        self._committed.update(outbox.offsets)
+
+    def _update_positions(self) -> None:
+        """Each input's position (next offset to deliver, past transaction markers)."""
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(self.names.stream(s), p) for p in self.tasks for s in self.streams]
+        tps += [TopicPartition(self.names.fanout, p) for p in self.tasks]
+        for tp in self.consumer.position(tps):
+            if tp.offset < 0:
+                continue
+            task = self.tasks[tp.partition]
+            if tp.topic == self.names.fanout:
+                task.order.barrier_position = max(task.order.barrier_position or 0, tp.offset)
+            else:
+                inp = task.order.inputs[self.stream_of_topic[tp.topic]]
+                inp.position = max(inp.position or 0, tp.offset)
+
+    def _clear(self) -> None:
+        """Clear the records fetched so far once no command can be accepted with a
+        barrier below them that a task has not seen (DESIGN 4a): every control record
+        up to the control log's end is decided and committed (the group's committed
+        control offset reached it), and each task has fetched its fanout partition up to
+        where it ended after that."""
+        from juggler.kafka.offsets import group_offsets, log_ends
+
+        waiting = [p for p, t in self.tasks.items()
+                   if t.restored and t.order.cleared_epoch < self._epoch and t.order.buffered()]
+        if waiting:
+            epoch = self._epoch
+            control = (self.names.control, 0)
+            end = log_ends(self.admin, [control])[control]
+            committed = group_offsets(self.admin, self.settings.app_id, [control])[control]
+            if end == 0 or (committed is not None and committed >= end):
+                fanout = log_ends(self.admin, [(self.names.fanout, p) for p in waiting])
+                for p in waiting:
+                    self._clearances.setdefault(p, []).append((epoch, fanout[(self.names.fanout, p)]))
+        for p, pending in self._clearances.items():
+            order = self.tasks[p].order
+            position = order.barrier_position or 0
+            done = [epoch for epoch, fanout_end in pending if position >= fanout_end]
+            if done:
+                order.cleared_epoch = max(order.cleared_epoch, *done)
+                pending[:] = [c for c in pending if c[0] > order.cleared_epoch]
+
+    def _refresh_ends(self, refresh: list[tuple[Any, Any]]) -> None:
+        from juggler.kafka.offsets import log_ends
+
+        now = time.monotonic()
+        wanted = {(self.names.stream(inp.stream), task.partition): inp
+                  for task, inp in refresh if now - inp.end_at >= REFRESH_EVERY}
+        if not wanted:
+            time.sleep(REFRESH_EVERY)
+            return
+        asked = time.monotonic()
+        for tp, end in log_ends(self.admin, wanted).items():
+            wanted[tp].end = end
+            wanted[tp].end_at = asked
+
+    def _flow_control(self) -> None:
+        """Pause a stream partition whose buffer is full, resume it once half empty."""
+        from confluent_kafka import TopicPartition
+
+        limit = self.settings.buffer_max
+        pause, resume = [], []
+        for p, task in self.tasks.items():
+            for stream, inp in task.order.inputs.items():
+                tp = (self.names.stream(stream), p)
+                if len(inp.buffer) >= limit and tp not in self._paused:
+                    pause.append(tp)
+                elif len(inp.buffer) <= limit // 2 and tp in self._paused:
+                    resume.append(tp)
+        if pause:
+            self.consumer.pause([TopicPartition(t, p) for t, p in pause])
+            self._paused.update(pause)
+        if resume:
+            self.consumer.resume([TopicPartition(t, p) for t, p in resume])
+            self._paused.difference_update(resume)
+
+    # progress -------------------------------------------------------------------------
+
+    def progress(self) -> dict[str, Any]:
+        """Per owned partition and input: the next offset to process against the log
+        end as last asked."""
+        parts = {}
+        for p, task in sorted(self.tasks.items()):
+            inputs = {}
+            for stream, inp in task.order.inputs.items():
+                inputs[self.names.stream(stream)] = {
+                    "processed": inp.next_offset(), "log_end": inp.end,
+                    "buffered": len(inp.buffer)}
+            parts[str(p)] = {"restored": task.restored, "inputs": inputs,
+                             "pending_commands": len(task.order.barriers)}
+        return {"partitions": parts, "control": self.control is not None}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("juggler")
+    except PackageNotFoundError:
+        return "dev"
