@@ -199,6 +199,7 @@ def query_group() -> None:
 
 
 def _submit(bootstrap: str, command: Any, wait: bool, timeout: float) -> None:
+    """Send `command`; with `wait`, until it is live in every partition (or rejected)."""
     from juggler.control.client import ControlError, submit
     from juggler.control.report import submission
 
@@ -294,6 +295,89 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, timeout: float) -> 
                                      as_json=as_json)
     click.echo(text, err=status != 0)
     raise SystemExit(status)
+
+
+@main.command("produce")
+@click.option("--events", "events", required=True, metavar="FILE",
+              help="JSON lines in the format of `juggler eval` ('-' for standard input).")
+@bootstrap_option
+@click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
+              help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX).")
+@timeout_option
+def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: float) -> None:
+    """Produce an events file to the stream topics, in order; a control line is sent
+    and waited for until live in every partition before the events after it.
+
+    Exit status 2 on bad input (naming the line), 1 when a command was rejected.
+    """
+    from juggler.codec.jsonl import InputError
+    from juggler.control.client import ControlError
+    from juggler.control.produce import lines_of, produce, source
+
+    def report(done: Any) -> None:
+        click.echo(f"\rproduced {done.events:,} events, {done.commands} commands",
+                   nl=False, err=True)
+
+    try:
+        done = produce(bootstrap, lines_of(source(events)), prefix=topic_prefix,
+                       timeout=timeout, progress=report)
+    except InputError as exc:
+        where = f"line {exc.line}: " if exc.line else ""
+        click.echo(f"Error: {events}: {where}{exc}", err=True)
+        raise SystemExit(BAD_INPUT) from None
+    except (ControlError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"\rproduced {done.events:,} events, {done.commands} commands", err=True)
+
+
+@main.command("progress")
+@bootstrap_option
+@click.option("--app-id", envvar="JUGGLER_APP_ID", default="juggler", show_default=True,
+              help="The workers' consumer group (env JUGGLER_APP_ID).")
+@click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
+              help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX).")
+@click.option("--wait", is_flag=True,
+              help="Wait until everything produced before this call is processed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@timeout_option
+def progress_command(bootstrap: str, app_id: str, topic_prefix: str, wait: bool,
+                     as_json: bool, timeout: float) -> None:
+    """How far the workers are: per stream and fanout partition, the offsets processed
+    (committed with their results) against the log end.
+
+    Exit status 0 when everything in the log (with --wait: everything produced before
+    the call) is processed, 3 when not (with --wait: not within --timeout).
+    """
+    import json
+    import time
+
+    from juggler.codec.avro import Codec
+    from juggler.kafka.group_progress import progress
+    from juggler.service.topic_names import TopicNames
+
+    names = TopicNames(topic_prefix)
+    topics = [names.stream(s) for s in Codec().stream_names()] + [names.fanout]
+    rows = progress(bootstrap, app_id, topics)
+    if wait:
+        ends = {(r.topic, r.partition): r.end for r in rows}
+        deadline = time.monotonic() + timeout
+        while any(r.lag for r in rows) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            rows = progress(bootstrap, app_id, topics, ends)
+    behind = sum(r.lag for r in rows)
+    if as_json:
+        click.echo(json.dumps({"caught_up": behind == 0, "behind": behind, "partitions": [
+            {"topic": r.topic, "partition": r.partition, "processed": r.committed,
+             "log_end": r.end, "lag": r.lag} for r in rows]}, indent=2))
+    else:
+        width = max([len("TOPIC"), *(len(r.topic) for r in rows)])
+        click.echo(f"{'TOPIC':<{width}}  PART  PROCESSED    LOG END     LAG")
+        for r in rows:
+            done = "-" if r.committed is None else str(r.committed)
+            click.echo(f"{r.topic:<{width}}  {r.partition:>4}  {done:>9}  {r.end:>9}  {r.lag:>6}")
+        click.echo("caught up: everything in the log is processed" if behind == 0
+                   else f"behind by {behind} records")
+    raise SystemExit(0 if behind == 0 else 3)
 
 
 @main.command("demo")

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("faust")
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")
 
@@ -42,7 +41,7 @@ class WorkerProcess(process.WorkerProcess):
         port = free_port()
         values = {"bootstrap": bootstrap, "app_id": app_id, "topic_prefix": prefix,
                   "partitions": partitions, "web_port": port, "web_host": "127.0.0.1",
-                  "data_dir": workdir / f"data-{app_id}", "session_timeout": 6,
+                  "instance_id": app_id + "-" + str(port), "session_timeout": 6,
                   "loglevel": "info", **settings}
         super().__init__(values, workdir / f"worker-{app_id}-{port}.log")
         self.workdir = workdir

@@ -8,7 +8,9 @@ Why this shape:
 - To wait for its outcome without missing it, the end offset of
   `juggler.control.status` is taken *before* producing, and statuses are read from
   there until one has the same id and `command_offset`. A status for an earlier
-  command with the same id is skipped.
+  command with the same id is skipped. An accepted command is then waited for until
+  every partition's task said LIVE (it took effect at its barrier there), so events
+  produced after `submit` returns are seen by the query everywhere.
 - `read_control` reads both topics from the beginning to the end offsets they had when
   it started, with `assign` (no consumer group, nothing committed): the control topic
   is compacted, so its last command per id is the current state of that id.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import Codec, CodecError
@@ -47,11 +49,18 @@ class Sent:
 
 @dataclass(frozen=True)
 class Submission:
-    """A produced command and, when waited for and answered in time, its status."""
+    """A produced command and, when waited for and answered in time, its status, and
+    in how many of how many partitions it is live."""
 
     command: Command
     sent: Sent
     status: CommandStatus | None
+    live: tuple[int, int] | None = None
+    """(partitions that said LIVE, partitions), when waited for."""
+
+    @property
+    def everywhere(self) -> bool:
+        return self.live is not None and self.live[1] > 0 and self.live[0] >= self.live[1]
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class QueryState:
     status: str  # ACCEPTED, REJECTED or PENDING (no status for this command yet)
     message: str = ""  # the status's message
     later: str = ""  # a later command that changed nothing (rejected) or not yet (pending)
+    live: tuple[int, int] = (0, 0)  # (partitions where it took effect, partitions)
 
     @property
     def registered(self) -> bool:
@@ -73,7 +83,8 @@ class QueryState:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "action": self.command.action, "text": self.command.text,
                 "history": self.command.history, "offset": self.offset,
-                "status": self.status, "message": self.message, "later": self.later}
+                "status": self.status, "message": self.message, "later": self.later,
+                "live_partitions": self.live[0], "partitions": self.live[1]}
 
 
 @dataclass
@@ -92,10 +103,11 @@ class ControlView:
 
 
 def submit(bootstrap: str, command: Command, *, wait: bool = True, timeout: float = 30.0,
-           codec: Codec | None = None, prefix: str = "") -> Submission:
+           codec: Codec | None = None, prefix: str = "", live: bool = True) -> Submission:
     """Produce `command` to `juggler.control` (under the deployment's topic `prefix`);
     with `wait`, wait up to `timeout` seconds for its status (`Submission.status` is
-    None when none came)."""
+    None when none came) and, with `live`, for an accepted command to be live in every
+    partition."""
     validate_query_id(command.id)
     codec = codec or Codec()
     value = command.encode(codec)
@@ -103,20 +115,44 @@ def submit(bootstrap: str, command: Command, *, wait: bool = True, timeout: floa
     status_topic = prefix + CONTROL_STATUS
     start = _end_offsets(bootstrap, status_topic, timeout) if wait else None
     sent = _produce(bootstrap, prefix + CONTROL, command.id.encode(), value, timeout)
-    status = None
-    if start is not None:
-        status = _find(bootstrap, status_topic, start, deadline,
-                       lambda msg: _matching_status(codec, msg, command.id, sent.offset))
-    return Submission(command, sent, status)
+    if start is None:
+        return Submission(command, sent, None)
+    outcome = _Outcome(codec, command.id, sent.offset, live)
+    _find(bootstrap, status_topic, start, deadline, outcome.see)
+    return Submission(command, sent, outcome.verdict,
+                      (len(outcome.live), outcome.partitions) if live else None)
 
 
-def _matching_status(codec: Codec, msg: Message, query_id: str,
-                     offset: int) -> CommandStatus | None:
-    try:
-        status = CommandStatus.decode(codec, msg.value())
-    except CodecError:
-        return None
-    return status if status.id == query_id and status.command_offset == offset else None
+@dataclass
+class _Outcome:
+    """The statuses of one command as they come: its verdict, then LIVE per partition."""
+
+    codec: Codec
+    query_id: str
+    offset: int
+    wait_live: bool
+    verdict: CommandStatus | None = None
+    live: set[int] = field(default_factory=set)
+    partitions: int = 0
+
+    def see(self, msg: Message) -> bool | None:
+        """True once nothing more is to be waited for."""
+        try:
+            status = CommandStatus.decode(self.codec, msg.value())
+        except CodecError:
+            return None
+        if status.id != self.query_id or status.command_offset != self.offset:
+            return None
+        if status.live:
+            self.live.add(status.partition)
+            self.partitions = status.partitions
+        else:
+            self.verdict = status
+            self.partitions = self.partitions or status.partitions
+        done = self.verdict is not None and (
+            not self.wait_live or not self.verdict.accepted
+            or (self.partitions > 0 and len(self.live) >= self.partitions))
+        return True if done else None
 
 
 def _produce(bootstrap: str, topic: str, key: bytes, value: bytes, timeout: float) -> Sent:
@@ -177,16 +213,24 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
         commands = history.pop(command.id, [])  # re-insert: order by the last command
         commands.append((_offset(msg), command))
         history[command.id] = commands
-    statuses: dict[int, CommandStatus] = {}  # by command offset
+    statuses: dict[int, CommandStatus] = {}  # verdicts by command offset
+    live: dict[int, set[int]] = {}  # partitions that said LIVE, by command offset
     for msg in _read_all(bootstrap, control_status, timeout):
         try:
             status = CommandStatus.decode(codec, msg.value())
         except CodecError as exc:
             view.warnings.append(f"{control_status} offset {msg.offset()}: {exc.reason}")
             continue
-        statuses[status.command_offset] = status
+        if status.live:
+            live.setdefault(status.command_offset, set()).add(status.partition)
+        else:
+            statuses[status.command_offset] = status
     for query_id, commands in history.items():
-        view.queries[query_id] = _state(query_id, commands, statuses)
+        state = _state(query_id, commands, statuses)
+        verdict = statuses.get(state.offset)
+        partitions = verdict.partitions if verdict is not None else 0
+        view.queries[query_id] = replace(state, live=(len(live.get(state.offset, ())),
+                                                      partitions))
     return view
 
 

@@ -14,12 +14,14 @@ from typing import Any, Literal
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 
 Action = Literal["REGISTER", "DEREGISTER"]
-Outcome = Literal["ACCEPTED", "REJECTED"]
+Outcome = Literal["ACCEPTED", "REJECTED", "LIVE"]
 
 REGISTER: Action = "REGISTER"
 DEREGISTER: Action = "DEREGISTER"
 ACCEPTED: Outcome = "ACCEPTED"
 REJECTED: Outcome = "REJECTED"
+LIVE: Outcome = "LIVE"
+"""Written by each partition's task when the command took effect there."""
 
 
 @dataclass(frozen=True)
@@ -65,19 +67,29 @@ class CommandStatus:
     status: Outcome
     message: str
     command_offset: int
+    partition: int = -1
+    """LIVE: the partition whose task applied the command."""
+    partitions: int = 0
+    """How many partitions must say LIVE before the command is live everywhere."""
 
     @property
     def accepted(self) -> bool:
         return self.status == ACCEPTED
 
+    @property
+    def live(self) -> bool:
+        return self.status == LIVE
+
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "action": self.action, "status": self.status,
-                "message": self.message, "command_offset": self.command_offset}
+                "message": self.message, "command_offset": self.command_offset,
+                "partition": self.partition, "partitions": self.partitions}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> CommandStatus:
         return cls(record["id"], record["action"], record["status"], record["message"],
-                   record["command_offset"])
+                   record["command_offset"], record.get("partition", -1),
+                   record.get("partitions", 0))
 
     def encode(self, codec: Codec) -> bytes:
         return codec.encode(COMMAND_STATUS, self.record())

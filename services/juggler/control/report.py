@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from juggler.control.client import PENDING, ControlView, QueryState, Submission
-from juggler.control.commands import REGISTER
+from juggler.control.commands import ACCEPTED, REGISTER
 from juggler.kafka.names import CONTROL
 
 EXIT_ACCEPTED = 0
@@ -31,7 +31,12 @@ def submission(sub: Submission, *, waited: bool, timeout: float) -> tuple[str, i
                 f"effect when a worker reads it", EXIT_NO_STATUS)
     if sub.status.accepted:
         suffix = f": {sub.status.message}" if sub.status.message else ""
-        return f"ACCEPTED {cmd.action} {cmd.id} ({where}){suffix}", EXIT_ACCEPTED
+        if sub.live is None or sub.everywhere:
+            live = f", live in all {sub.live[1]} partitions" if sub.live else ""
+            return f"ACCEPTED {cmd.action} {cmd.id} ({where}){suffix}{live}", EXIT_ACCEPTED
+        return (f"ACCEPTED {cmd.action} {cmd.id} ({where}){suffix}, but live in only "
+                f"{sub.live[0]} of {sub.live[1]} partitions after {timeout:g}s: is a "
+                f"worker running for every partition?", EXIT_NO_STATUS)
     return f"REJECTED {cmd.action} {cmd.id} ({where}): {sub.status.message}", EXIT_REJECTED
 
 
@@ -70,6 +75,9 @@ def query_show(state: QueryState | None, query_id: str, *,
         f"({state.command.action} at {CONTROL} offset {state.offset})",
         f"status:  {status}",
     ]
+    if state.status == ACCEPTED:
+        done, of = state.live
+        lines.append(f"live:    in {done} of {of} partitions")
     if state.later:
         lines.append(f"later:   {state.later}")
     if registered:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Self
 
 Last = Mapping[tuple[str, int], int]
@@ -54,3 +55,37 @@ class GroupProgress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    topic: str
+    partition: int
+    committed: int | None
+    """The group's next offset to process (None: it has committed nothing there)."""
+    end: int
+    """The partition's log end (last stable offset) when asked."""
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - (self.committed or 0))
+
+
+def progress(bootstrap: str, group: str, topics: list[str],
+             ends: Mapping[tuple[str, int], int] | None = None) -> list[PartitionProgress]:
+    """Per partition of `topics`: the group's committed offset against the log end (or
+    against `ends`, e.g. the ends at an earlier moment, to wait for what was produced
+    by then). Committed offsets move with the worker's transactions, so a partition
+    whose committed offset reached the end has all its results committed."""
+    from confluent_kafka.admin import AdminClient
+
+    from juggler.kafka.offsets import group_offsets, log_ends
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    metadata = admin.list_topics(timeout=30)
+    tps = [(t, p) for t in topics if t in metadata.topics
+           for p in sorted(metadata.topics[t].partitions)]
+    if ends is None:
+        ends = log_ends(admin, tps)
+    committed = group_offsets(admin, group, tps)
+    return [PartitionProgress(t, p, committed.get((t, p)), ends[(t, p)]) for t, p in tps]
