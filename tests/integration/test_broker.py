@@ -1,10 +1,11 @@
-"""The broker the project starts really works for both client stacks we use:
-confluent-kafka (admin, produce/consume) and aiokafka (which faust-streaming runs on).
+"""The broker the project starts really works for the client the project uses:
+confluent-kafka (librdkafka) for admin, produce/consume, and the transactions the
+worker commits each round with (outputs and group offsets together, KIP-447).
 """
 
 from __future__ import annotations
 
-import asyncio
+import time
 import uuid
 
 import pytest
@@ -72,85 +73,89 @@ def test_confluent_produce_consume(kafka_bootstrap: str) -> None:
         consumer.close()
 
 
-def test_aiokafka_round_trip_with_group_commit(kafka_bootstrap: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+def test_transaction_commits_outputs_with_group_offsets(kafka_bootstrap: str) -> None:
+    """What each round of the worker does (KIP-447): the outputs and the consumed
+    offsets of a group in one transaction, fenced by the group's metadata. An aborted
+    transaction leaves neither its records nor its offsets; a committed one both."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
-    name = _topic("aiokafka")
-    _create(kafka_bootstrap, name)
-    group = f"g-{name}"
+    source, sink = _topic("tx-in"), _topic("tx-out")
+    _create(kafka_bootstrap, source)
+    _create(kafka_bootstrap, sink)
+    group = f"g-{source}"
+    plain = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(4):
+        plain.produce(source, key=b"k", value=f"v{i}".encode())
+    assert plain.flush(10) == 0
 
-    async def round_trip() -> tuple[list[bytes], int | None]:
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-        await producer.start()
-        try:
-            for i in range(3):
-                await producer.send_and_wait(name, f"v{i}".encode(), key=b"k")
-        finally:
-            await producer.stop()
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "log_level": 0})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap,
+                         "transactional.id": f"tx-{source}", "log_level": 0})
+    try:
+        producer.init_transactions(30)
+        consumer.subscribe([source])
+        taken: list = []
+        deadline = time.monotonic() + 30
+        while len(taken) < 4:
+            assert time.monotonic() < deadline, "the source records never came"
+            taken += [m for m in consumer.consume(4, timeout=1.0) if m.error() is None]
+        metadata = consumer.consumer_group_metadata()
 
-        consumer = AIOKafkaConsumer(
-            name,
-            bootstrap_servers=kafka_bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-        await consumer.start()
-        try:
-            values: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(values) < 3:
-                    batch = await consumer.getmany(timeout_ms=1000)
-                    values += [m.value for msgs in batch.values() for m in msgs if m.value]
-            await consumer.commit()
-            (tp,) = consumer.assignment()
-            return values, await consumer.committed(tp)
-        finally:
-            await consumer.stop()
+        def round_trip(messages: list, commit: bool) -> None:
+            producer.begin_transaction()
+            for m in messages:
+                producer.produce(sink, key=m.key(), value=m.value() + b"-out")
+            producer.send_offsets_to_transaction(
+                [TopicPartition(source, 0, messages[-1].offset() + 1)], metadata, 30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
 
-    values, committed = asyncio.run(round_trip())
-    assert values == [b"v0", b"v1", b"v2"]
-    assert committed == 3
+        round_trip(taken[:2], commit=False)
+        assert _committed(consumer, source) is None
+        round_trip(taken[:2], commit=True)
+        assert _committed(consumer, source) == 2
+        round_trip(taken[2:], commit=True)
+        assert _committed(consumer, source) == 4
+    finally:
+        consumer.close()
+    assert _read_committed(kafka_bootstrap, sink, 4) == [b"v0-out", b"v1-out", b"v2-out",
+                                                         b"v3-out"]
 
 
-def test_aiokafka_transaction(kafka_bootstrap: str) -> None:
-    """faust's exactly_once guarantee relies on aiokafka transactions."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+def _committed(consumer, topic: str) -> int | None:
+    from confluent_kafka import TopicPartition
 
-    name = _topic("tx")
-    _create(kafka_bootstrap, name)
+    (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    return tp.offset if tp.offset >= 0 else None
 
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=f"tx-{name}")
-        await producer.start()
-        try:
-            async with producer.transaction():
-                await producer.send(name, b"committed")
-            await producer.begin_transaction()
-            await producer.send(name, b"aborted")
-            await producer.abort_transaction()
-            async with producer.transaction():
-                await producer.send(name, b"committed-2")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            name,
-            bootstrap_servers=kafka_bootstrap,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-        )
-        await consumer.start()
-        try:
-            values: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(values) < 2:
-                    batch = await consumer.getmany(timeout_ms=1000)
-                    values += [m.value for msgs in batch.values() for m in msgs if m.value]
-            return values
-        finally:
-            await consumer.stop()
 
-    assert asyncio.run(run()) == [b"committed", b"committed-2"]
+def _read_committed(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """Every committed value of `topic` (partition 0), read until its end."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF and len(values) >= count:
+                    break
+                continue
+            values.append(m.value())
+        return values
+    finally:
+        consumer.close()
 
 
 def test_topics_are_not_auto_created(kafka_bootstrap: str) -> None:
