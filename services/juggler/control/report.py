@@ -75,7 +75,7 @@ def query_show(state: QueryState | None, query_id: str, *,
         f"({state.command.action} at {CONTROL} offset {state.offset})",
         f"status:  {status}",
     ]
-    if state.status == ACCEPTED:
+    if state.status == ACCEPTED and state.live[1]:
         done, of = state.live
         lines.append(f"live:    in {done} of {of} partitions")
     if state.later:
