@@ -1,0 +1,99 @@
+"""Restore time of one partition holding N held events (docs/worker.md, "Restore").
+
+    .venv/bin/python -m bench.restore [--events 1000000] [--bootstrap HOST:PORT]
+
+Writes partition 0 of a fresh `juggler.state` (under a new topic prefix) the way a
+worker leaves it after N events of workload J's B stream over 20 keys within the
+retention (an `e/` record per held event, a `k/` record per key, one query), then
+starts a real worker on that prefix and reports how long partition 0 took to restore
+(the worker's own log line) and the wall time until `/health` answered 200. Medians of
+`--repeats` runs. Without `--bootstrap` a local broker is started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from juggler.codec.avro import Codec
+from juggler.kafka.broker import broker_or_env, free_port
+from juggler.service import held_state
+from juggler.service.process import WorkerProcess
+from juggler.service.topic_names import TopicNames
+
+KEYS = 20
+QUERY = "SELECT * FROM B, H WHERE B.temp > H.vib MAXWINDOW 5 sec"
+
+
+def fill(bootstrap: str, prefix: str, n: int) -> None:
+    from confluent_kafka import Producer
+
+    from juggler.kafka.topics import apply_topics
+
+    apply_topics(bootstrap, prefix=prefix, partitions=1)
+    names = TopicNames(prefix)
+    codec = Codec()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                         "batch.size": 1_000_000, "compression.type": "lz4", "log_level": 0})
+    stream_topic = names.stream("B")
+    for i in range(n):
+        key = f"p{i % KEYS}".encode()
+        value = codec.encode("B", {"ts": 1_000 + i, "pressure": 100.0 + i % 50,
+                                   "temp": 37.0, "alert": False})
+        body, headers = held_state.event_record(key, value, i, 900_000)
+        while True:
+            try:
+                producer.produce(names.state, key=held_state.event_key(stream_topic, i),
+                                 value=body, headers=headers, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    for k in range(KEYS):
+        producer.produce(names.state, key=f"k/p{k}".encode(),
+                         value=held_state.key_meta(1_000 + n, 0), partition=0)
+    producer.produce(names.state, key=b"q/q1", value=held_state.query_record(0, QUERY),
+                     partition=0)
+    producer.flush(120)
+
+
+def restore_once(bootstrap: str, prefix: str, workdir: Path) -> tuple[float, float]:
+    port = free_port()
+    worker = WorkerProcess({"bootstrap": bootstrap, "topic_prefix": prefix, "partitions": 1,
+                            "app_id": f"restore-{uuid.uuid4().hex[:6]}", "web_port": port,
+                            "web_host": "127.0.0.1", "retention": 10**9},
+                           workdir / f"worker-{port}.log")
+    t0 = time.monotonic()
+    worker.start(timeout=600)
+    wall = time.monotonic() - t0
+    worker.stop()
+    found = re.findall(r"partition 0 restored in ([0-9.]+)s", worker.logfile.read_text())
+    return float(found[-1]), wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bootstrap", default=None)
+    args = parser.parse_args()
+    with broker_or_env() as bootstrap, tempfile.TemporaryDirectory() as tmp:
+        bootstrap = args.bootstrap or bootstrap
+        prefix = f"restore-{uuid.uuid4().hex[:6]}."
+        t0 = time.monotonic()
+        fill(bootstrap, prefix, args.events)
+        print(f"wrote {args.events:,} held events in {time.monotonic() - t0:.1f}s")
+        runs = [restore_once(bootstrap, prefix, Path(tmp)) for _ in range(args.repeats)]
+        restore = statistics.median(r for r, _ in runs)
+        wall = statistics.median(w for _, w in runs)
+        print(f"restore of partition 0 with {args.events:,} held events: median {restore:.1f}s "
+              f"({args.events / restore:,.0f} events/s); start to ready {wall:.1f}s "
+              f"(runs: {', '.join(f'{r:.1f}' for r, _ in runs)})")
+
+
+if __name__ == "__main__":
+    main()
