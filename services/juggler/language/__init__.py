@@ -10,6 +10,8 @@ only entry point a caller needs; every user error is a `QueryError`.
 from .compiler import Limits, compile_query
 from .errors import QueryError
 from .model import (
+    MAX_CONSTANT_BITS,
+    MAX_WINDOW_MILLIS,
     TIMESTAMP,
     AttributePredicate,
     Catalog,
@@ -27,6 +29,8 @@ __all__ = [
     "compile_query",
     "Limits",
     "QueryError",
+    "MAX_CONSTANT_BITS",
+    "MAX_WINDOW_MILLIS",
     "TIMESTAMP",
     "AttributePredicate",
     "Catalog",

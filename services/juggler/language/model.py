@@ -61,6 +61,25 @@ Catalog = Mapping[str, Mapping[str, ColumnType]]
 
 Constant = Union[Fraction, str, bool]
 
+MAX_WINDOW_MILLIS = 2**53 - 1
+"""The longest MAXWINDOW, in milliseconds (about 285,000 years).
+
+The window becomes the engine's horizon, which is written to JSON checkpoints and read
+by tools that hold numbers as doubles; 2^53 - 1 is the largest integer every one of them
+keeps exact, and `maxts - H - L` stays far inside a signed 64-bit long. No real data
+needs more: epoch-millisecond timestamps are below 2^41, so this window already spans
+every event since 1970."""
+
+MAX_CONSTANT_BITS = 4096
+"""Widest numerator or denominator of any number normalization computes, in bits.
+
+A literal is an int64 (64 bits) or a double (at most 1075 bits, for the smallest
+subnormal), so ordinary arithmetic on a few of them stays far below this. Without a
+bound, `B.x * 1e300 * 1e300 * ...` within the length limit makes exact `Fraction`s of
+millions of bits, which take seconds to compute and to compare per event. Within it,
+every operation costs microseconds and `str()` of any constant has under 1,300 digits,
+so it serializes (Python refuses int-to-text conversions beyond 4,300 digits)."""
+
 
 @dataclass(frozen=True, order=True)
 class ColumnRef:
@@ -134,8 +153,10 @@ Predicate = Union[AttributePredicate, PairPredicate]
 class Query:
     """A registered continuous query, compiled and checked against the catalog.
 
-    `select` is None for `SELECT *`. `max_window` is in milliseconds and is None only
-    for single-stream queries written without MAXWINDOW.
+    `select` is None for `SELECT *`. `max_window` is in milliseconds, a plain int in
+    [0, MAX_WINDOW_MILLIS] (so JSON and every engine can take it as is), and is None only
+    for single-stream queries written without MAXWINDOW. Every `Fraction` in
+    `predicates` fits MAX_CONSTANT_BITS.
     """
 
     id: str

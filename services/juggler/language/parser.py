@@ -16,6 +16,7 @@ Nothing here knows about streams or types; `normalize.py` and `compiler.py` chec
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
@@ -26,7 +27,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 
 from .errors import QueryError, position, quote
-from .model import ColumnRef, Op
+from .model import MAX_CONSTANT_BITS, MAX_WINDOW_MILLIS, ColumnRef, Op
 
 GRAMMAR_FILE = Path(__file__).with_name("grammar.lark")
 
@@ -207,16 +208,136 @@ def _tree_span(tree: Tree) -> Span:
     return Span(m.start_pos, m.end_pos, m.line, m.column)
 
 
-def number_value(literal: str) -> Fraction:
-    """The exact value of a numeric literal (DESIGN section 2).
+class LiteralError(ValueError):
+    """A numeric literal the language cannot represent; the caller adds the position.
 
-    Integer literals are exact integers; decimals and exponents are the double nearest
-    to their text, because that is the value a user's double column would hold.
-    Raises ValueError/OverflowError for values with no finite double (`1e400`).
+    `expected` and `hint` are the words for the `QueryError`.
+    """
+
+    def __init__(self, expected: str, hint: str = "") -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class ScaledDigits:
+    """A numeric literal as `int(digits) * 10**exponent`, read without computing either.
+
+    `digits` has no leading or trailing zeros ("" for zero), so the magnitude is known
+    from lengths alone: a non-zero value lies in [10**(top - 1), 10**top). That is what
+    lets `1e99999999` be rejected at once instead of building a 100-million-digit int.
+    """
+
+    digits: str
+    exponent: int
+
+    @property
+    def top(self) -> int:
+        return len(self.digits) + self.exponent
+
+
+def scaled_digits(literal: str) -> ScaledDigits:
+    """Split a NUMBER token (`12.50e-3`) into significant digits and a power of ten."""
+    mantissa, _, exponent_text = literal.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    significant = digits.rstrip("0")
+    trailing_zeros = len(digits) - len(significant)
+    return ScaledDigits(significant, _exponent(exponent_text) - len(fraction) + trailing_zeros)
+
+
+def _exponent(text: str) -> int:
+    """The value of an exponent's text, clamped to +-10**18.
+
+    Beyond that every literal is equally out of range, and `int()` of a long digit
+    string is slow (and refused past 4,300 digits).
+    """
+    negative = text.startswith("-")
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    value = 10**18 if len(digits) > 18 else int(digits)
+    return -value if negative else value
+
+
+def number_value(literal: str) -> Fraction:
+    """The exact value of a numeric literal (DESIGN section 2), or `LiteralError`.
+
+    Integer literals are exact integers below 2^MAX_CONSTANT_BITS. Decimals and
+    exponents are the double nearest to their text, because that is the value a user's
+    double column would hold; `float()` rounds correctly in time linear in the text
+    (it never builds 10**exponent). A literal whose nearest double is infinite, or 0
+    although it is not zero, is rejected: it cannot mean what it says.
     """
     if literal.isdigit():
-        return Fraction(int(literal))
-    return Fraction(float(literal))
+        return Fraction(_integer(literal))
+    value = float(literal)
+    if math.isinf(value):
+        raise LiteralError(
+            "a number with a finite double value (magnitude below about 1.8e308)",
+            "its nearest double is infinite",
+        )
+    if value == 0 and scaled_digits(literal).digits:
+        raise LiteralError(
+            "a number whose nearest double is not 0",
+            "it is below the smallest double, about 4.9e-324",
+        )
+    return Fraction(value)
+
+
+_INTEGER_DIGITS = len(str(2**MAX_CONSTANT_BITS))
+"""No integer literal with more digits fits MAX_CONSTANT_BITS; checked before `int()`,
+which is quadratic in the digits and refuses more than 4,300."""
+
+
+def _integer(literal: str) -> int:
+    """An integer literal's exact value (DESIGN section 2: every int64 compares exactly)."""
+    digits = literal.lstrip("0") or "0"
+    value = int(digits) if len(digits) <= _INTEGER_DIGITS else None
+    if value is None or value.bit_length() > MAX_CONSTANT_BITS:
+        raise LiteralError(
+            f"an integer below 2^{MAX_CONSTANT_BITS}",
+            "a decimal such as 1e20 means the nearest double",
+        )
+    return value
+
+
+_MIN_WHOLE_EXPONENT = -7
+"""Below this power of ten an amount is never whole milliseconds: significant digits
+without a trailing zero lack a factor 2 or 5, and no unit has more than 2^7 or 5^5 in it
+(an hour is 2^7 * 3^2 * 5^5 ms)."""
+
+_WINDOW_TOP = len(str(MAX_WINDOW_MILLIS))
+"""Any amount of 10**_WINDOW_TOP or more, in any unit, exceeds MAX_WINDOW_MILLIS."""
+
+
+def duration_millis(literal: str, unit_millis: int) -> int:
+    """`literal` units in whole milliseconds, at most MAX_WINDOW_MILLIS, or `LiteralError`.
+
+    The magnitude and the exponent are bounded from the text before any exact
+    arithmetic, so `1e99999999 ms` or a 5,000-digit amount is refused at once and the
+    result is a plain int that JSON and every engine can take.
+    """
+    number = scaled_digits(literal)
+    if not number.digits:
+        return 0
+    too_long = LiteralError(
+        f"a window of at most {MAX_WINDOW_MILLIS} ms (2^53 - 1, about 285,000 years)",
+        "it already spans every epoch-millisecond timestamp",
+    )
+    if number.top > _WINDOW_TOP:
+        raise too_long
+    if number.exponent < _MIN_WHOLE_EXPONENT:
+        raise _not_whole(literal, unit_millis)
+    amount = int(number.digits) * Fraction(10) ** number.exponent * unit_millis
+    if amount.denominator != 1:
+        raise _not_whole(literal, unit_millis)
+    if amount > MAX_WINDOW_MILLIS:
+        raise too_long
+    return int(amount)
+
+
+def _not_whole(literal: str, unit_millis: int) -> LiteralError:
+    return LiteralError("a whole number of milliseconds", f"that is {float(literal) * unit_millis} ms")
 
 
 class _Builder:
@@ -270,14 +391,13 @@ class _Builder:
 
     def duration(self, tree: Tree) -> Duration:
         _, number, unit = tree.children
-        amount = Fraction(str(number)) * _UNIT_MILLIS[str(unit).lower()]
         span = Span(number.start_pos, unit.end_pos, number.line, number.column)
-        if amount.denominator != 1:
+        try:
+            return Duration(duration_millis(str(number), _UNIT_MILLIS[str(unit).lower()]), span)
+        except LiteralError as err:
             raise self.error(
-                "MAXWINDOW", span, "a whole number of milliseconds",
-                quote(self.text[span.start:span.end]), f"that is {float(amount)} ms",
-            )
-        return Duration(int(amount), span)
+                "MAXWINDOW", span, err.expected, quote(self.text[span.start:span.end]), err.hint,
+            ) from None
 
     def conjunction(self, tree: Tree, clause: str) -> tuple[Comparison, ...]:
         conj = tree.children[1]
@@ -305,8 +425,8 @@ class _Builder:
             tok = node.children[0]
             try:
                 return NumberLit(number_value(str(tok)), span)
-            except (ValueError, OverflowError):
-                raise self.error(clause, span, "a number with a finite double value", quote(str(tok))) from None
+            except LiteralError as err:
+                raise self.error(clause, span, err.expected, quote(str(tok)), err.hint) from None
         if kind == "column":
             return self.column(node.children[0])
         if kind == "string":
