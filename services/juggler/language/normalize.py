@@ -11,7 +11,9 @@ column may be absent). A comparison `a*x + b  op  c*y + d` is then solved:
 Dividing by a coefficient flips the operator when the coefficient is negative. All of
 it is `Fraction` arithmetic on the exact values of the literals, so the normalized
 predicate holds on exactly the inputs the written one holds on (DESIGN section 2) --
-the property test in tests/unit/test_language_normalize.py checks that.
+the property test in tests/unit/test_language_normalize.py checks that. Exact numbers
+can grow with every operation, so each intermediate and final one must fit
+MAX_CONSTANT_BITS; a longer chain of arithmetic is a QueryError, not a stall.
 
 Classification is by content, not by clause: `B.ts <= H.ts` in WHERE is a window
 predicate, `B.ts > 1000` in WINDOW is an attribute predicate.
@@ -25,6 +27,7 @@ from typing import Callable
 
 from .errors import QueryError, quote
 from .model import (
+    MAX_CONSTANT_BITS,
     TIMESTAMP,
     AttributePredicate,
     ColumnRef,
@@ -81,6 +84,17 @@ class Normalizer:
 
     def source(self, span: Span) -> str:
         return quote(self.text[span.start:span.end])
+
+    def check_bits(self, clause: str, span: Span, *numbers: Fraction) -> None:
+        """Reject the arithmetic at `span` once an exact number it made exceeds MAX_CONSTANT_BITS.
+
+        Checked after every operation, so no operation ever starts on an oversized number.
+        """
+        if any(_bits(n) > MAX_CONSTANT_BITS for n in numbers):
+            raise self.error(
+                clause, span, f"arithmetic whose exact values fit in {MAX_CONSTANT_BITS} bits",
+                self.source(span), "the exact value of the expression up to here is too large; simplify it",
+            )
 
     # ------------------------------------------------------------------ comparisons
 
@@ -160,7 +174,9 @@ class Normalizer:
                 cmp.clause, span, "a comparison whose column does not cancel out",
                 quote(cmp.text), f"the {col} terms cancel",
             )
-        return AttributePredicate(col, _divide_op(op, coef), (d - b) / coef, cmp.text)
+        constant = (d - b) / coef
+        self.check_bits(cmp.clause, cmp.span, constant)
+        return AttributePredicate(col, _divide_op(op, coef), constant, cmp.text)
 
     def pair(
         self, cmp: Comparison, x: ColumnRef, a: Fraction, b: Fraction, y: ColumnRef, c: Fraction, d: Fraction
@@ -169,6 +185,7 @@ class Normalizer:
             left, op, factor, right, offset = x, _divide_op(cmp.op, a), c / a, y, (d - b) / a
         else:  # c y + d  op.mirrored  a x + b   ->   y op' (a/c) x + (b - d)/c
             left, op, factor, right, offset = y, _divide_op(cmp.op.mirrored, c), a / c, x, (b - d) / c
+        self.check_bits(cmp.clause, cmp.span, factor, offset)
         kind = _pair_kind(left, right)
         if kind is PredicateKind.WINDOW and factor != 1:
             raise self.error(
@@ -214,12 +231,14 @@ class Normalizer:
             for sign, term in expr.terms:
                 part = self.linear(term, clause)
                 total = self.add(total, part if sign == "+" else part.scaled(Fraction(-1)), clause)
+                self.check_bits(clause, term.span, total.coef, total.const)
             return total
         if isinstance(expr, Product):
             result: Linear | None = None
             for op, factor_expr in expr.factors:
                 factor = self.linear(factor_expr, clause)
                 result = factor if result is None else self.multiply(result, op, factor, factor_expr, expr, clause)
+                self.check_bits(clause, factor_expr.span, result.coef, result.const)
             assert result is not None
             return result
         raise AssertionError(f"unknown expression node {type(expr).__name__}")
@@ -273,6 +292,10 @@ def _pair_kind(left: ColumnRef, right: ColumnRef) -> PredicateKind:
     if left.column == TIMESTAMP and right.column == TIMESTAMP:
         return PredicateKind.WINDOW
     return PredicateKind.JOIN
+
+
+def _bits(n: Fraction) -> int:
+    return max(n.numerator.bit_length(), n.denominator.bit_length())
 
 
 def _span(expr: Expr) -> Span:
