@@ -66,9 +66,18 @@ class QueryError(Exception):
         )
 
 
+QUOTE_LIMIT = 80
+"""Longest piece of query text a message quotes whole. Longer pieces (a 20,000-digit
+number, a FROM item of 18,000 letters) keep their start and end, so the message stays
+readable and small on the status topic; line and column still say where the piece is."""
+
+
 def quote(text: str) -> str:
-    """Quote a piece of query text for a message: `'T.fluct'`."""
-    return "'" + text.replace("\n", " ") + "'"
+    """Quote a piece of query text for a message: `'T.fluct'`, cut down to QUOTE_LIMIT."""
+    text = text.replace("\n", " ")
+    if len(text) <= QUOTE_LIMIT:
+        return f"'{text}'"
+    return f"'{text[:QUOTE_LIMIT - 30]}...{text[-20:]}' ({len(text)} characters)"
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
