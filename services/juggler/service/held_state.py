@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ SEQ_HEADER = "seq"
 REF_HEADER = "ref"
 
 Headers = list[tuple[str, bytes]]
+log = logging.getLogger(__name__)
 
 
 def event_key(topic: str, offset: int) -> bytes:
@@ -111,7 +113,15 @@ class TaskState:
 
     def apply(self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]]) -> None:
         """Fold one record of the state topic in (records come in log order; the last
-        one per key wins, and a tombstone removes)."""
+        one per key wins, and a tombstone removes). A record the worker did not write
+        is skipped with a warning: the state topic must never stop a restore."""
+        try:
+            self._apply(key, value, headers)
+        except (KeyError, ValueError, TypeError) as exc:
+            log.warning("state topic: skipping a record the worker did not write (key "
+                        "%r): %s", (key or b"")[:60], exc)
+
+    def _apply(self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]]) -> None:
         if key is None:
             return
         text = key.decode("utf-8", "surrogateescape")

@@ -29,10 +29,17 @@ def tasks(worker: Any, fresh: list[Any]) -> None:
     starts = log_ends(worker.admin, inputs, start=True)
     for task in fresh:
         t0 = time.monotonic()
-        state = TaskState()
-        for key, value, headers in read_partition(worker, names.state, task.partition):
-            state.apply(key, value, headers)
-        task.restore(state, lambda topic, p, offset: fetch_value(worker, topic, p, offset))
+        if task.committed is not None and all(
+                committed[tp] == offset for tp, offset in task.committed.items()):
+            task.restored = True  # came back unchanged: its engine is the committed state
+        else:
+            if task.committed is not None:  # moved and came back: start afresh
+                task = worker.tasks[task.partition] = type(task)(worker, task.partition)
+            state = TaskState()
+            for key, value, headers in read_partition(worker, names.state, task.partition):
+                state.apply(key, value, headers)
+            task.restore(state, lambda topic, p, offset: fetch_value(worker, topic, p, offset))
+        task.committed = None
         for stream, inp in task.order.inputs.items():
             tp = (names.stream(stream), task.partition)
             inp.position = _start(committed[tp], starts[tp])

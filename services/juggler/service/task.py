@@ -72,6 +72,9 @@ class PartitionTask:
         self.tracker = held_state.HeldTracker()
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
         self.restored = False
+        self.committed: dict[tuple[str, int], int] | None = None
+        """A revoked task's committed input offsets: if the group's are the same when it
+        comes back, nobody processed its partition meanwhile and it is reused as is."""
         self._late_logged = 0.0
         self._late_since_log = 0
 
@@ -88,10 +91,27 @@ class PartitionTask:
         self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)))
 
     def add_barrier(self, record: Record) -> None:
-        """p's copy of an accepted command, with the log-end offsets it applies at."""
-        headers = dict(record.headers or ())
-        offsets = json.loads(headers.get(BARRIER_HEADER, b"{}"))
-        self.order.add_barrier(Barrier(offsets, record.offset, record))
+        """p's copy of an accepted command, with the log-end offsets it applies at. A
+        record the control task did not write (no barrier) applies at once, and is
+        dead-lettered when applied."""
+        try:
+            offsets = json.loads(dict(record.headers or ())[BARRIER_HEADER])
+            if not all(isinstance(offsets[s], int) for s in self.streams):
+                raise TypeError
+        except (KeyError, TypeError, ValueError):
+            offsets = None
+        self.order.add_barrier(Barrier(offsets or dict.fromkeys(self.streams, 0),
+                                       record.offset, (record, offsets is not None)))
+
+    def revoked(self, committed: dict[tuple[str, int], int]) -> PartitionTask:
+        """Forget what was fetched but not taken (the consumer fetches it again from the
+        committed offsets if the partition comes back) and remember those offsets."""
+        topics = {*self.topic_of.values(), self.w.names.fanout}
+        self.committed = {tp: o for tp, o in committed.items()
+                          if tp[1] == self.partition and tp[0] in topics}
+        self.order = ArrivalOrder(self.streams, self.w.settings.max_idle_ms)
+        self.restored = False
+        return self
 
     # the round ----------------------------------------------------------------------
 
@@ -181,13 +201,17 @@ class PartitionTask:
         """Apply p's copy of an accepted command at its barrier, and say it is live."""
         from juggler.language import QueryError, compile_query
 
-        record: Record = step.barrier.item
+        record, has_barrier = step.barrier.item
         w = self.w
         try:
             command = w.codec.decode(COMMAND, record.value)
-        except CodecError as exc:  # the control task wrote it: should never happen
-            log.error("partition %d: undecodable fanout record at offset %d: %s",
-                      self.partition, record.offset, exc.reason)
+            if not has_barrier:
+                raise CodecError("a fanout record without a valid barrier header: not "
+                                 "written by the control task", "bad_command")
+        except CodecError as exc:
+            log.warning("partition %d: fanout offset %d is not an accepted command: %s",
+                        self.partition, record.offset, exc.reason)
+            w.dead_letters.send(outbox, counts, record, "bad_command", exc.reason)
             return
         qid, action = command["id"], command["action"]
         state = w.names.state
@@ -241,8 +265,13 @@ class PartitionTask:
         for stored in state.events.values():
             value = stored.value if stored.value is not None else \
                 fetch_value(stored.topic, self.partition, stored.offset)
-            event = self.w.codec.event_from(stream_of[stored.topic], stored.key, value,
-                                            (stored.topic, self.partition, stored.offset))
+            try:
+                event = self.w.codec.event_from(stream_of[stored.topic], stored.key, value,
+                                                (stored.topic, self.partition, stored.offset))
+            except (CodecError, KeyError) as exc:
+                log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
+                            stored.topic, stored.offset, exc)
+                continue
             per_key.setdefault(event.key, []).append((stored.seq, event))
             self.tracker.add(event.key, event.ts, stored.topic, stored.offset)
         for key, (maxts, floor) in state.keys.items():

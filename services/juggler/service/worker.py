@@ -74,6 +74,9 @@ class JugglerWorker:
         self.ready = False
         self._stop = threading.Event()
         self._committed: dict[tuple[str, int], int] = {}
+        self._revoked: dict[int, Any] = {}
+        """Tasks revoked by the rebalance under way: kept until the assignment shows
+        whether they come back (then `restore.tasks` reuses them)."""
         self._clearances: dict[int, list[tuple[int, int]]] = {}
         self._epoch = 0
         self._paused: set[tuple[str, int]] = set()
@@ -176,7 +179,9 @@ class JugglerWorker:
                 if tp.topic == self.names.control:
                     self.control = ControlTask(self)
                 elif tp.partition not in self.tasks:
-                    self.tasks[tp.partition] = PartitionTask(self, tp.partition)
+                    task = self._revoked.pop(tp.partition, None)
+                    self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
+            self._revoked.clear()
             self.ready = False
         log.info("assigned partitions %s%s", sorted(self.tasks),
                  " and the control partition" if self.control else "")
@@ -186,8 +191,9 @@ class JugglerWorker:
             for tp in partitions:
                 if tp.topic == self.names.control:
                     self.control = None
-                else:
-                    self.tasks.pop(tp.partition, None)
+                elif tp.partition in self.tasks:
+                    self._revoked[tp.partition] = self.tasks.pop(tp.partition).revoked(
+                        self._committed)
                     self._clearances.pop(tp.partition, None)
                 self._committed.pop((tp.topic, tp.partition), None)
                 self._paused.discard((tp.topic, tp.partition))
