@@ -117,9 +117,9 @@ def progress(worker: Any) -> dict[str, Any]:
     report = _locked(worker, worker.progress)
     tps = [(topic, int(p)) for p, part in report["partitions"].items() for topic in part["inputs"]]
     ends = log_ends(worker.admin, tps) if tps else {}
-    everything = True
+    everything = not report["restoring"]
     for p, part in report["partitions"].items():
-        done = part["restored"] and not part["pending_commands"]
+        done = not part["pending_commands"]
         for topic, inp in part["inputs"].items():
             inp["log_end"] = ends[(topic, int(p))]
             inp["lag"] = None if inp["processed"] is None else max(0, inp["log_end"] - inp["processed"])

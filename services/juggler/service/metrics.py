@@ -84,7 +84,7 @@ class WorkerMetrics:
                     self.latency.observe(max(0.0, now - timestamp / 1000.0))
 
     def expose(self) -> bytes:
-        for task in list(self.worker.tasks.values()):
+        for task in self.worker.restored_tasks():
             for query in task.texts:  # from its registration on, like the streams' counters
                 self.results_out.labels(query)
         return generate_latest(self.registry)
@@ -105,8 +105,8 @@ class _EngineCollector:
         return []  # dynamic: collected at scrape time only
 
     def collect(self) -> Iterable[Any]:
-        tasks = list(self.worker.tasks.values())
-        self._retire(tasks)
+        self._retire(list(self.worker.tasks.values()))  # a task being restored is not gone
+        tasks = self.worker.restored_tasks()
         comparisons = Tally(self.retired_comparisons)
         reorders = self.retired_reorders
         selectivity: dict[str, list[float]] = {t: [] for t in TYPES}
@@ -186,7 +186,8 @@ class _ConsumerLagCollector:
                               labels=["topic", "partition"])
         w = self.worker
         consumer = getattr(w, "consumer", None)
-        for p, task in sorted(w.tasks.items()):
+        for task in w.restored_tasks():
+            p = task.partition
             for stream, inp in task.order.inputs.items():
                 topic = w.names.stream(stream)
                 offset = inp.next_offset()

@@ -34,7 +34,8 @@ def tasks(worker: Any, fresh: list[Any]) -> None:
             task.restored = True  # came back unchanged: its engine is the committed state
         else:
             if task.committed is not None:  # moved and came back: start afresh
-                task = worker.tasks[task.partition] = type(task)(worker, task.partition)
+                with worker.lock:
+                    task = worker.tasks[task.partition] = type(task)(worker, task.partition)
             state = TaskState()
             for key, value, headers in read_partition(worker, names.state, task.partition):
                 state.apply(key, value, headers)

@@ -102,9 +102,13 @@ class JugglerWorker:
         return {p: {s: ends[(self.names.stream(s), p)] for s in self.streams}
                 for p in range(self.partitions)}
 
+    def restored_tasks(self) -> list[Any]:
+        """The tasks whose engines may be read (by the HTTP thread, under `lock`)."""
+        return [t for t in list(self.tasks.values()) if t.restored]
+
     def registered_queries(self) -> list[dict[str, str]]:
         seen: dict[str, str] = {}
-        for task in list(self.tasks.values()):
+        for task in self.restored_tasks():
             seen.update(task.texts)
         return [{"id": qid, "text": text} for qid, text in seen.items()]
 
@@ -162,8 +166,8 @@ class JugglerWorker:
             while not self._stop.is_set():
                 messages = consumer.consume(num_messages=settings.batch_max, timeout=timeout)
                 self._epoch += 1
+                self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
                 with self.lock:
-                    self._restore_new()
                     self._route(messages)
                     timeout = self._round()
         finally:
@@ -367,15 +371,17 @@ class JugglerWorker:
         """Per owned partition and input: the next offset to process against the log
         end as last asked."""
         parts = {}
-        for p, task in sorted(self.tasks.items()):
+        for task in sorted(self.restored_tasks(), key=lambda t: t.partition):
+            p = task.partition
             inputs = {}
             for stream, inp in task.order.inputs.items():
                 inputs[self.names.stream(stream)] = {
                     "processed": inp.next_offset(), "log_end": inp.end,
                     "buffered": len(inp.buffer)}
-            parts[str(p)] = {"restored": task.restored, "inputs": inputs,
+            parts[str(p)] = {"restored": True, "inputs": inputs,
                              "pending_commands": len(task.order.barriers)}
-        return {"partitions": parts, "control": self.control is not None}
+        return {"partitions": parts, "restoring": sorted(set(self.tasks) - {int(p) for p in parts}),
+                "control": self.control is not None}
 
 
 def _version() -> str:
