@@ -18,7 +18,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     JUGGLER_SCHEMAS=/opt/juggler/schemas \
     JUGGLER_TOPICS=/opt/juggler/topics \
-    JUGGLER_DATA_DIR=/var/lib/juggler \
     JUGGLER_CACHE=/var/cache/juggler
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/juggler --create-home juggler \
     && install -d -o juggler -g juggler /var/cache/juggler

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,11 @@ def test_workers_bootstrap_from_a_listener_kafka_advertises_inside_the_network(
 def test_worker_settings(model: dict[str, Any]) -> None:
     worker = Settings.from_env(env(services(model)["worker"]))
     assert worker.partitions == 4
+    assert worker.instance_id is None  # per replica: host name and pid (see the file)
+    settable = {f"JUGGLER_{f.name.upper()}" for f in fields(Settings)}
+    for name in ("topics", "worker"):
+        # Settings.from_env ignores a variable it has no field for: a stale one would do nothing
+        assert {k for k in env(services(model)[name]) if k.startswith("JUGGLER_")} <= settable
     assert worker.create_topics is False  # the topics service applied them
     assert services(model)["worker"]["command"] == ["worker"]
     assert services(model)["topics"]["command"] == ["topics", "apply"]

@@ -24,7 +24,7 @@ CUSTOM: dict[str, Any] = {
     "partitions": 12,
     "webPort": 7070,
     "config": {"app_id": "icu", "allowed_lateness": 500, "retention": 60000,
-               "processing_guarantee": "at_least_once", "session_timeout": 10},
+               "max_idle_ms": 200, "max_record_bytes": 2000000, "session_timeout": 10},
     "extraEnv": [{"name": "JUGGLER_BATCH_MAX", "value": "200"}],
     "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
     "metrics": {"podAnnotations": False,
@@ -32,7 +32,7 @@ CUSTOM: dict[str, Any] = {
                                    "labels": {"release": "kube-prometheus-stack"}}},
     "dashboards": {"annotations": {"grafana_folder": "Juggler"}},
 }
-CHART_SETTINGS = {"bootstrap", "partitions", "web_port", "data_dir", "create_topics"}
+CHART_SETTINGS = {"bootstrap", "partitions", "web_port", "instance_id", "create_topics"}
 """Settings the chart derives from its own values, so `config` must not set them."""
 
 
@@ -48,7 +48,13 @@ def container(pod_owner: dict[str, Any]) -> dict[str, Any]:
 
 
 def env(container: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container["env"]}
+    """The container's literal env values (entries set `valueFrom` are left out)."""
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+def env_from(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The container's env entries set from elsewhere (`valueFrom`)."""
+    return {e["name"]: e["valueFrom"] for e in container["env"] if "valueFrom" in e}
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +101,24 @@ def test_custom_values_reach_the_workers(custom: dict[str, dict[str, Any]]) -> N
     assert settings.partitions == 12
     assert settings.app_id == "icu"
     assert (settings.allowed_lateness, settings.retention) == (500, 60000)
-    assert settings.processing_guarantee == "at_least_once"
+    assert (settings.max_idle_ms, settings.max_record_bytes) == (200, 2_000_000)
     assert settings.session_timeout == 10.0
     assert settings.batch_max == 200
+
+
+@pytest.mark.parametrize("release", ["default", "custom"])
+def test_each_pod_is_its_own_instance_and_keeps_no_state(release: str,
+                                                         request: pytest.FixtureRequest) -> None:
+    """The instance id (the transactional id's suffix) is the pod's name, unique among
+    the replicas and kept across container restarts; state lives in Kafka (the state
+    topic), so the pod mounts nothing but scratch space."""
+    deployment = request.getfixturevalue(release)["Deployment"]
+    worker = container(deployment)
+    assert env_from(worker)["JUGGLER_INSTANCE_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert not {name for name in env(worker) if name.startswith("JUGGLER_")} - \
+        {f"JUGGLER_{f.name.upper()}" for f in fields(Settings)}, "a variable no setting reads"
+    assert [m["mountPath"] for m in worker["volumeMounts"]] == ["/tmp"]
+    assert [v["emptyDir"] for v in deployment["spec"]["template"]["spec"]["volumes"]] == [{}]
 
 
 def test_every_config_key_is_a_worker_setting() -> None:
@@ -113,8 +134,12 @@ def test_probes_and_service_use_the_http_port(release: str, request: pytest.Fixt
     (port,) = worker["ports"]
     assert port["name"] == "http"
     assert port["containerPort"] == Settings.from_env(env(worker)).web_port
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert worker[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    # alive while the port accepts connections (the worker exits on a failure); ready,
+    # in the Service, once /health says its partitions are restored: a probe on
+    # /health would kill a worker in the middle of a long restore
+    for probe in ("startupProbe", "livenessProbe"):
+        assert worker[probe]["tcpSocket"] == {"port": "http"} and "httpGet" not in worker[probe]
+    assert worker["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     (service_port,) = manifests["Service"]["spec"]["ports"]
     assert (service_port["port"], service_port["targetPort"]) == (port["containerPort"], "http")
     selector = manifests["Service"]["spec"]["selector"]
