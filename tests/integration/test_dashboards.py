@@ -36,6 +36,7 @@ REQUIRED = {
     "dead letters": ("juggler_dead_letters_total", "reason"),
     "latency percentiles": ("juggler_processing_latency_seconds_bucket", "le"),
     "consumer lag": ("juggler_consumer_lag", "topic"),
+    "partitions per worker": ("juggler_partition_engines", "instance"),
 }
 
 GRAFANA_VARIABLES = {
