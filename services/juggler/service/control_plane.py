@@ -126,5 +126,5 @@ class ControlTask:
         outbox.send(w.names.status, qid.encode()[:1024],
                     w.codec.encode(COMMAND_STATUS, status, topic=w.names.status))
         outbox.then(w.metrics.commands.labels(action, verdict).inc)
-        log.info("control offset %d: %s %r %s%s", record.offset, action, qid, verdict,
-                 f" ({problem})" if problem else "")
+        log.log(logging.INFO if problem else logging.DEBUG, "control offset %d: %s %r %s%s",
+                record.offset, action, qid[:100], verdict, f" ({problem})" if problem else "")

@@ -229,13 +229,13 @@ class PartitionTask:
                         held_state.horizon_record(self.engine.horizon), self.partition)
             self.query_seq += 1
             self._publish(results, outbox, counts)
-            log.info("partition %d: registered %r (%d history results)", self.partition, qid,
-                     len(results))
+            log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
+                      len(results))
         elif action == "DEREGISTER" and qid in self.texts:
             self.engine.deregister(qid)
             del self.texts[qid]
             outbox.send(state, (held_state.QUERY + qid).encode(), None, self.partition)
-            log.info("partition %d: deregistered %r", self.partition, qid)
+            log.debug("partition %d: deregistered %r", self.partition, qid)
         headers = dict(record.headers or ())
         status = {"id": qid, "action": action, "status": "LIVE", "message": "",
                   "command_offset": int(headers.get(CONTROL_OFFSET_HEADER, b"-1")),
