@@ -4,8 +4,10 @@ and one without, and a deregistration, over simulated vitals of many patients.
 
 Events are compared by their index in the produced sequence: in eval's output a source
 is a line number, in the worker's a Kafka position, and both name the same event.
-Allowed lateness is larger than the data's span, so the order in which the worker
-interleaves the stream topics of a partition cannot change a result.
+Both run with the default allowed lateness, 0: each phase is produced as a backlog in
+timestamp order (the simulator's events are strictly increasing in `ts`), and the
+worker's tasks merge their stream partitions by timestamp, so the worker must take
+every key's events in eval's order and drop none as late.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from juggler.demo.vitals import VitalsSimulator
 
 pytestmark = pytest.mark.integration
 
-LATENESS = 600_000
 LATE_QUERY = ("tachy_low_pressure", "SELECT B.pressure, H.beatrate FROM B, H "
               "WHERE H.beatrate > 110 and B.pressure < 90 MAXWINDOW 3 sec")
 FRESH_QUERY = ("fever_brady", "SELECT * FROM T, H WHERE H.beatrate < 52 and T.degree > 40 "
@@ -61,8 +62,8 @@ def test_worker_results_equal_eval(kafka_bootstrap: str, tmp_path: Path) -> None
     events_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "results.jsonl"
     subprocess.run([sys.executable, "-m", "juggler.cli", "eval", "--queries",
-                    str(EXAMPLE_QUERIES), "--events", str(events_file), "--out", str(out),
-                    "--allowed-lateness", str(LATENESS)], check=True, timeout=300)
+                    str(EXAMPLE_QUERIES), "--events", str(events_file), "--out", str(out)],
+                   check=True, timeout=300)
     line_to_index = _line_indexes(lines)
     expected = Counter(identity(r["query"], r["key"], r["ts"],
                                 {s: line_to_index[p] for s, p in r["sources"].items()},
@@ -71,8 +72,7 @@ def test_worker_results_equal_eval(kafka_bootstrap: str, tmp_path: Path) -> None
 
     # -- the Kafka run ------------------------------------------------------------------
     app_id = unique("agree")
-    worker = WorkerProcess(kafka_bootstrap, app_id, f"{app_id}.", tmp_path,
-                           allowed_lateness=LATENESS)
+    worker = WorkerProcess(kafka_bootstrap, app_id, f"{app_id}.", tmp_path)
     client = Client(kafka_bootstrap, f"{app_id}.")
     client.watch = worker.revive
     consumed = [client.names.stream(s) for s in "BHKT"] + [client.names.fanout]
@@ -102,7 +102,12 @@ def test_worker_results_equal_eval(kafka_bootstrap: str, tmp_path: Path) -> None
                 actual[identity(r.query, r.key, r.ts,
                                 {s: position_to_index[p] for s, p in r.sources.items()},
                                 r.row)] += 1
+        letters = client.dead_letters()
 
+    late = [d for d in letters if d["kind"] == "late"]
+    assert not late, f"{len(late)} of {len(sent)} events late, e.g. " + "; ".join(
+        f"{d['topic']}[{d['partition']}]@{d['offset']}: {d['reason']}" for d in late[:3])
+    assert letters == [], "nothing bad was produced, so nothing is dead-lettered"
     by_query = {q for q, *_ in expected}
     assert by_query == {q for q, _ in queries} | {LATE_QUERY[0], FRESH_QUERY[0]}, \
         "every query should have results, or the comparison proves little"
