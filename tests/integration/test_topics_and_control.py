@@ -62,19 +62,21 @@ def test_topics_apply_twice(kafka_bootstrap: str) -> None:
     assert first.exit_code == 0, first.output
     second = juggler("topics", "apply", "--bootstrap", kafka_bootstrap)
     assert second.exit_code == 0, second.output
-    assert second.output == "no changes (8 topics as specified)\n"
+    assert second.output == "no changes (9 topics as specified)\n"
     other = juggler("topics", "apply", "--bootstrap", kafka_bootstrap,
                     "--partitions", str(p + 1))
     assert other.exit_code == 1
     assert f"mismatch: juggler.stream.B has {p} partitions, the spec says {p + 1}; not " \
            f"changed" in other.output
     expected = {"juggler.control": 1, "juggler.control.status": 1,
-                "juggler.control.fanout": p, "juggler.deadletter": p,
+                "juggler.control.fanout": p, "juggler.deadletter": p, "juggler.state": p,
                 **{f"juggler.stream.{s}": p for s in "BHKT"}}
     assert {t: partitions_of(kafka_bootstrap, t) for t in expected} == expected
     assert topic_config(kafka_bootstrap, "juggler.control")["cleanup.policy"] == "compact"
     assert topic_config(kafka_bootstrap, "juggler.stream.B")["cleanup.policy"] == "delete"
     assert topic_config(kafka_bootstrap, "juggler.control.status")["retention.ms"] == "-1"
+    # the worker's state: the latest record per key is what a restore needs
+    assert topic_config(kafka_bootstrap, "juggler.state")["cleanup.policy"] == "compact"
 
 
 def test_apply_alters_configs_and_reports_partition_mismatches(kafka_bootstrap: str,
