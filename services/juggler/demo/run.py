@@ -85,7 +85,6 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
         t0 = time.monotonic()
         worker = WorkerProcess({"bootstrap": bootstrap, "app_id": APP_ID,
                                 "web_port": free_port(), "web_host": "127.0.0.1",
-                                "data_dir": workdir / "worker",
                                 "allowed_lateness": options.allowed_lateness,
                                 "loglevel": "warning"}, workdir / "worker.log")
         stack.enter_context(worker)
