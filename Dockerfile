@@ -7,7 +7,21 @@
 #           from Maven Central at build time into $JUGGLER_CACHE (what
 #           juggler.spark.connectors would otherwise fetch at the first run), so the
 #           container needs no network but Kafka's.
+# Both install the operator's Rust core as a wheel built in the `native` stage, so
+# neither carries a compiler.
 ARG PYTHON_IMAGE=python:3.11-slim
+
+# services/juggler_native (PyO3) -> /wheels: Rust from the distribution's packages
+# (install-rust picks ones at least the crate's rust-version), maturin from PyPI, the
+# crate versions pinned by its Cargo.lock.
+FROM ${PYTHON_IMAGE} AS native
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY services/juggler_native/ juggler_native/
+RUN sh juggler_native/install-rust \
+    && pip install "maturin>=1.9,<2" \
+    && maturin build --release --locked --manifest-path juggler_native/Cargo.toml --out /wheels
 
 FROM ${PYTHON_IMAGE} AS base
 # Installed (not editable) packages cannot find the repo's schemas/ and topics/ next
@@ -26,7 +40,8 @@ COPY pyproject.toml README.md ./
 COPY services/ services/
 COPY schemas/ schemas/
 COPY topics/ topics/
-RUN pip install . && rm -rf build services/*.egg-info
+COPY --from=native /wheels/ /tmp/wheels/
+RUN pip install /tmp/wheels/*.whl . && rm -rf build services/*.egg-info /tmp/wheels
 
 FROM base AS spark
 RUN apt-get update \

@@ -694,10 +694,11 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = tempfile.TemporaryDirectory(prefix="juggler-bench-")
     # Measure one version of the code: a snapshot of services/ taken now, so edits made
-    # to the working tree during the run do not mix versions.
+    # to the working tree during the run do not mix versions. (The Rust core is the
+    # build installed in the environment; its cargo target/ directory is not copied.)
     services = Path(tmp.name) / "services"
     shutil.copytree(ROOT / "services", services,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "target"))
     info = machine(services)
     info["date"] = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     info["command"] = "python -m bench.run" + (" --quick" if args.quick else "") + (

@@ -65,15 +65,16 @@ def env(name: str) -> dict[str, str]:
 
 
 def copies(name: str) -> Iterator[tuple[list[str], PurePosixPath]]:
-    """(sources, absolute destination) of each COPY from the build context."""
+    """(sources, absolute destination) of each COPY from the build context (not those
+    `--from` another stage)."""
     workdir = PurePosixPath("/")
     for stage in lineage(name):
         for instruction, value in stage.instructions:
             if instruction == "WORKDIR":
                 workdir = workdir / value
-            elif instruction == "COPY":
+            elif instruction == "COPY" and not value.startswith("--from"):
                 *sources, dest = value.split()
-                assert not any(s.startswith("--from") for s in sources), value
+                assert not any(s.startswith("--") for s in sources), value
                 yield sources, workdir / dest
 
 
@@ -100,7 +101,8 @@ def test_worker_serves_http_on_the_settings_port() -> None:
 
 
 def test_copy_sources_are_in_the_build_context(build_context: set[str]) -> None:
-    sources = [s for target in ("worker", "spark") for group, _ in copies(target) for s in group]
+    sources = [s for target in ("worker", "spark", "native") for group, _ in copies(target)
+               for s in group]
     assert sources
     for source in sources:
         path = source.rstrip("/")
@@ -112,6 +114,25 @@ def test_build_context_leaves_out_the_working_tree(build_context: set[str]) -> N
     tops = {f.split("/")[0] for f in build_context}
     assert tops == {"pyproject.toml", "README.md", "services", "schemas", "topics"}
     assert not [f for f in build_context if "__pycache__" in f or ".egg-info" in f]
+
+
+def test_the_rust_core_is_built_in_its_own_stage_and_installed_as_a_wheel(
+        build_context: set[str]) -> None:
+    """The `native` stage builds services/juggler_native with the Cargo.lock versions;
+    the images install only its wheel, so neither carries the Rust toolchain, and the
+    build context does not ship cargo's target/ directory."""
+    native = stages()["native"]
+    assert native.base == "python:3.11-slim"
+    build = " ".join(values("native", "RUN"))
+    assert "install-rust" in build and "maturin build --release --locked" in build
+    assert "--out /wheels" in build
+    base = [v for i, v in stages()["base"].instructions if i in ("COPY", "RUN")]
+    assert "--from=native /wheels/ /tmp/wheels/" in base
+    assert any(v.startswith("pip install /tmp/wheels/*.whl .") for v in base)
+    for target in ("worker", "spark"):
+        assert "native" not in [s.name for s in lineage(target)]
+    assert not [f for f in build_context if f.startswith("services/juggler_native/target/")]
+    assert "services/juggler_native/Cargo.lock" in build_context
 
 
 def test_installed_package_finds_the_copied_schemas_and_topics() -> None:
