@@ -284,42 +284,25 @@ class JugglerEngine:
             lo, hi = _time_range(plan, partial, max(maxts - widest, ks.floor), mints + widest)
             if sampled:
                 self._measure(ks, child, plan, partial, store, mints, maxts, lo, hi)
-            for survivors_at_start, candidates in self._retrieve(ks, child, plan, partial, store,
-                                                                   lo, hi, mints, maxts, join_first):
-                self._extend(ks, child, plan, partial, survivors_at_start, candidates, pending, out,
+            for queries, candidates, low, high in self._retrieve(ks, child, plan, partial, store,
+                                                                  lo, hi, mints, maxts, join_first):
+                self._extend(ks, child, plan, partial, queries, candidates, low, high, pending, out,
                              before_seq, mints, maxts)
 
     def _extend(self, ks: KeyState, child: PlanNode, plan: GroupPlan, partial: list[Held],
-                group: int, candidates: list[Held], pending: bool, out: list,
+                group: int, candidates: list[Held], lo: int, hi: int, pending: bool, out: list,
                 before_seq: int | None, mints: int, maxts: int) -> None:
-        """Run the filter phases, in order, on each retrieved partner of `child`, and
-        emit or expand what survives."""
-        manager = self.manager
-        order = manager.order
-        comparisons = manager.comparisons
-        joins = plan.joins
-        version = self._attr_version.get(child.stream, 0)
-        for partner in candidates:
-            if before_seq is not None and partner.seq >= before_seq:
-                continue
-            survivors = group
-            for phase in order:
-                if phase == "A":
-                    comparisons["A"] += 1
-                    # the cached mask, read here: most candidates stop at this filter
-                    survivors &= ~(partner.attr_fail if partner.attr_version == version
-                                   else self._attr_fail(partner))
-                    if pending and survivors:
-                        comparisons["A"] += 1
-                        survivors &= ~self._attr_fail(partial[0])
-                elif phase == "J":
-                    survivors = self._filter(joins, partial, partner, survivors, "J")
-                else:
-                    survivors = self._window_filter(plan, partner, survivors, mints, maxts, partial)
-                if not survivors:
-                    break
-            if not survivors:
-                continue
+        """Run the filter phases, in order, on each retrieved partner of `child` with
+        lo <= ts <= hi (in one native call for all of them,
+        `juggler_native.CandidateFilter`), and emit or expand what survives."""
+        kept, a, j, w = plan.filter.survivors(
+            candidates, lo, hi, group, self.manager.order, partial, pending, before_seq, mints,
+            maxts, self._attr_version.get(child.stream, 0), self._attr_fail)
+        comparisons = self.manager.comparisons
+        comparisons["A"] += a
+        comparisons["J"] += j
+        comparisons["W"] += w
+        for partner, survivors in kept:
             partial.append(partner)
             ends = survivors & child.ends
             if ends:
@@ -332,8 +315,10 @@ class JugglerEngine:
 
     def _retrieve(self, ks: KeyState, child: PlanNode, plan: GroupPlan, partial: list[Held],
                   store: StreamStore, lo: int, hi: int, mints: int, maxts: int,
-                  join_first: bool) -> Iterator[tuple[int, list[Held]]]:
-        """Partners of `child` for the queries of `plan`, as (queries, candidates).
+                  join_first: bool) -> Iterator[tuple[int, list[Held], int, int]]:
+        """Partners of `child` for the queries of `plan`, as (queries, candidates, lo,
+        hi): those of the candidates with lo <= ts <= hi are the partners (the filter
+        drops the others as it goes, rather than a list being built without them).
 
         Join first: each join list serves the queries that have a predicate in it, with
         a JES probe over the loosest of their bounds, so a group of queries with
@@ -355,7 +340,7 @@ class JugglerEngine:
                         continue
                     times, kept = probe
                     comparisons["J"] += 1
-                    yield queries, kept[bisect_left(times, lo):bisect_right(times, hi)]
+                    yield queries, kept[bisect_left(times, lo):bisect_right(times, hi)], lo, hi
                     remaining &= ~queries
                     continue
                 ranges = _partner_ranges(check.plist, check.partner_is_left,
@@ -366,12 +351,12 @@ class JugglerEngine:
                 found = (span[0].helds[span[1]:span[2]] if span is not None
                          else _in_ranges(store.index(check.partner_column), ranges))
                 comparisons["J"] += 1 + len(found)
-                yield queries, [h for h in found if lo <= h.ts <= hi]
+                yield queries, found, lo, hi
                 remaining &= ~queries
             for queries, index, first, last in _scans(store, plan, lo, hi):
                 found = index.helds[first:last]
                 comparisons["A"] += 1 + len(found)
-                yield queries, [h for h in found if lo <= h.ts <= hi]
+                yield queries, found, lo, hi
                 remaining &= ~queries
             if not remaining:
                 return
@@ -381,7 +366,7 @@ class JugglerEngine:
                                      mints + rest.widest)
         found = list(store.between(lo, hi)) if lo <= hi else []
         comparisons["W"] += 1 + len(found)
-        yield remaining, found
+        yield remaining, found, lo, hi
 
     def _root_probe(self, check: Check, queries: int, bound: Bound, root: Held,
                     store: StreamStore) -> tuple[list[int], list[Held]] | None:
@@ -456,8 +441,8 @@ class JugglerEngine:
             for queries, given in ((group, ""), (pruned, "|A")):
                 if not queries or (given and queries == group):
                     continue
-                joined = 1 if self._filter(plan.joins, partial, partner, queries, "J") else 0
-                timed = 1 if self._window_filter(plan, partner, queries, mints, maxts, partial) else 0
+                joined = 1 if self._passes(plan, "J", partial, partner, queries, mints, maxts) else 0
+                timed = 1 if self._passes(plan, "W", partial, partner, queries, mints, maxts) else 0
                 for name in ((given,) if given else ("", "|A") if pruned == group else ("",)):
                     manager.observe("Jc" + name, 1, joined)
                     manager.observe("Wc" + name, 1, timed)
@@ -496,8 +481,8 @@ class JugglerEngine:
                     lists["Wj" + name] += found * (1 + len(mine.windows))
                 for partner in picks:
                     passed = (1 if served & ~self._attr_fail(partner) else 0,
-                              1 if self._filter(mine.joins, partial, partner, served, "J") else 0,
-                              1 if self._window_filter(mine, partner, served, mints, maxts, partial) else 0)
+                              1 if self._passes(mine, "J", partial, partner, served, mints, maxts) else 0,
+                              1 if self._passes(mine, "W", partial, partner, served, mints, maxts) else 0)
                     for name in names:
                         for kind, ok in zip(("Aj", "Jj", "Wj"), passed):
                             manager.observe(kind + name, 1, ok)
@@ -542,34 +527,17 @@ class JugglerEngine:
         manager.comparisons["J"] += count
         manager.observe("J" + given, store.size, joined)
 
-    def _window_filter(self, plan: GroupPlan, partner: Held, survivors: int, mints: int,
-                       maxts: int, partial: list[Held]) -> int:
-        pts = partner.ts
-        span = (maxts if maxts > pts else pts) - (mints if mints < pts else pts)
-        self.manager.comparisons["W"] += 1
-        survivors &= ~self.shared.too_narrow(span)
-        if survivors and plan.windows:
-            survivors = self._filter(plan.windows, partial, partner, survivors, "W")
-        return survivors
-
-    def _filter(self, checks: tuple[Check, ...], partial: list[Held], partner: Held,
-                survivors: int, kind: str) -> int:
-        probes = 0
-        for check in checks:
-            plist = check.plist
-            if not plist.users & survivors:
-                continue
-            probes += 1
-            mine = partner.value(check.partner_column)
-            theirs = partial[check.other].value(check.other_column)
-            if check.partner_is_left:
-                survivors &= ~plist.failing(mine, theirs)
-            else:
-                survivors &= ~plist.failing(theirs, mine)
-            if not survivors:
-                break
-        self.manager.comparisons[kind] += probes
-        return survivors
+    def _passes(self, plan: GroupPlan, phase: str, partial: list[Held], partner: Held,
+                queries: int, mints: int, maxts: int) -> int:
+        """The queries of `queries` that `partner` leaves after one filter phase, "J"
+        (the join lists) or "W" (MAXWINDOW and the window lists), counted as the
+        phase counts its comparisons."""
+        kept, _, j, w = plan.filter.survivors([partner], None, None, queries, phase, partial, False,
+                                              None, mints, maxts, 0, self._attr_fail)
+        comparisons = self.manager.comparisons
+        comparisons["J"] += j
+        comparisons["W"] += w
+        return kept[0][1] if kept else 0
 
     def _emit(self, queries: int, path: tuple[str, ...], partial: list[Held], out: list) -> None:
         by_stream = dict(zip(path, partial))

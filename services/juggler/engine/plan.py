@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from juggler.engine.native import CandidateFilter, candidate_filter
 from juggler.engine.predicate_lists import AttributeRangeList, Bound, PairList
 from juggler.engine.shared_predicates import SharedPredicates
 from juggler.language.model import TIMESTAMP, PredicateKind, Query
@@ -45,7 +46,7 @@ class GroupPlan:
     group uses (the filter phases skip the others without looking), the JES probes of
     join-first retrieval with their loosest bounds, the value-index scans by attribute
     list (for the queries no join list serves, or instead of a probe when narrower),
-    and the WES window narrowing."""
+    and the WES window narrowing, and the filter phases over those lists, native."""
 
     group: int  # the candidate queries
     joins: tuple[Check, ...]  # join checks with a user in the group
@@ -55,6 +56,7 @@ class GroupPlan:
     scans: tuple[tuple[Scan, int], ...]  # (scan, queries) for those no join list serves
     widest: int  # largest MAXWINDOW of the group
     narrowing: tuple[tuple[Check, Bound], ...]  # factor-1 window lists every query uses
+    filter: CandidateFilter  # the A, J and W phases over `joins` and `windows`
 
 
 _PLANS_KEPT = 4096  # groups remembered per node; beyond that the cache starts over
@@ -114,8 +116,9 @@ class PlanNode:
             bound = plist.bound(group)
             if bound is not None:
                 narrowing.append((check, bound))
-        return GroupPlan(group, joins, tuple(c for c in self.windows if c.plist.users & group),
-                         tuple(probes), tuple(scans), shared.widest(group), tuple(narrowing))
+        windows = tuple(c for c in self.windows if c.plist.users & group)
+        return GroupPlan(group, joins, windows, tuple(probes), tuple(scans), shared.widest(group),
+                         tuple(narrowing), candidate_filter(joins, windows, shared.window_table))
 
     def refresh_checks(self, shared: SharedPredicates) -> None:
         joins: list[Check] = []

@@ -28,6 +28,7 @@ from juggler.engine.exact import (
     to_float,
     upper_threshold,
 )
+from juggler.engine.native import PairRange
 from juggler.language.model import ColumnRef, Op, PredicateKind
 
 LOWER = "lower"  # > and >=: satisfied by values above a threshold
@@ -226,6 +227,7 @@ class PairRangeList(PredicateList):
         self.int_thresholds: list[int] = []
         self.masks: list[int] = []
         self.fail_at: list[int] = [0]
+        self._rebuild()
 
     def add_predicate(self, op: Op, offset: Fraction, bit: int) -> None:
         self.add((offset, op in (Op.GT, Op.LT)), bit)
@@ -245,10 +247,22 @@ class PairRangeList(PredicateList):
         else:  # holds iff d <= threshold
             self.int_thresholds = [math.ceil(k) - 1 if s else math.floor(k) for k, s in order]
             self.fail_at = _prefix_or(self.masks)
+        self.native = PairRange(lower, self.int_factor, self.float_factor, self.float_constants,
+                                self.int_thresholds, self.fail_at)
 
     def position(self, x: Any, y: Any) -> int:
         """How many entries lie on the low side of d = x - factor*y: the satisfied
-        prefix for LOWER, the unsatisfied prefix for UPPER."""
+        prefix for LOWER, the unsatisfied prefix for UPPER.
+
+        The native core answers with `_position`'s own int and float paths, or not
+        at all where it cannot decide (a value within rounding error of a constant,
+        an int beyond 64 bits, anything but an int or a float)."""
+        found = self.native.position(x, y)
+        return self._position(x, y) if found is None else found
+
+    def _position(self, x: Any, y: Any) -> int:
+        """The definition of `position`: exact integers, or floats with an error bound
+        and exact rationals within it."""
         lower = self.direction == LOWER
         if self.int_factor is not None and type(x) is int and type(y) is int:
             d = x - self.int_factor * y
@@ -281,6 +295,8 @@ class PairRangeList(PredicateList):
 
 class PairEqualityList(PredicateList):
     """`left = factor*right + k` and `!=` for many k; strings and booleans use k = 0."""
+
+    native = None  # no native core yet: the native filter calls `failing`
 
     def __init__(self, left: ColumnRef, right: ColumnRef, factor: Fraction) -> None:
         super().__init__((left, right, factor, EQUALITY))

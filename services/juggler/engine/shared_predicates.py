@@ -8,9 +8,9 @@ touches only the lists it used and drops those left empty.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Iterable
 
+from juggler.engine.native import WindowTable
 from juggler.engine.predicate_lists import (
     EQUALITY,
     AttributeEqualityList,
@@ -36,8 +36,12 @@ class SharedPredicates:
         self.pairs: dict[frozenset[str], list] = {}  # two streams -> join and window lists
         self.stream_queries: dict[str, int] = {}
         self.windows: dict[int, int] = {}  # MAXWINDOW -> queries
+        # the MAXWINDOW values, and per position the queries whose MAXWINDOW is below
+        # it: a combination spanning more than window_bounds[i - 1] fails narrower_than[i]
+        # (the native filter reads them as `window_table`)
         self.window_bounds: list[int] = []
         self.narrower_than: list[int] = [0]
+        self.window_table = WindowTable([], [0])
 
     # registration -------------------------------------------------------------------
 
@@ -100,12 +104,9 @@ class SharedPredicates:
         self.narrower_than = [0]
         for w in self.window_bounds:
             self.narrower_than.append(self.narrower_than[-1] | self.windows[w])
+        self.window_table = WindowTable(self.window_bounds, self.narrower_than)
 
     # reading ------------------------------------------------------------------------
-
-    def too_narrow(self, span: int) -> int:
-        """Queries whose MAXWINDOW is smaller than `span` (they fail a combination that wide)."""
-        return self.narrower_than[bisect_left(self.window_bounds, span)]
 
     def widest(self, queries: int) -> int:
         """The largest MAXWINDOW among `queries`: how far apart their events may be."""

@@ -197,7 +197,7 @@ impl PyWindowTable {
         Ok(PyWindowTable { core, args: (bounds, narrower_than).into_pyobject(py)?.unbind() })
     }
 
-    /// `SharedPredicates.too_narrow(span)`.
+    /// Queries whose MAXWINDOW is smaller than `span`.
     fn too_narrow<'py>(&self, span: i128, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         mask_to_int(py, self.core.too_narrow(span))
     }
@@ -312,7 +312,8 @@ impl CandidateFilter {
     }
 
     /// Run the filter phases, in `order` (a subset of "AJW" in the manager's order),
-    /// on each candidate partner for the queries `group`, exactly as the operator's
+    /// on each candidate partner with `lo <= ts <= hi` (either bound may be None) for
+    /// the queries `group`, exactly as the operator's
     /// phases do: A removes the queries whose attribute predicates the partner (and,
     /// with `pending`, the tuple `partial[0]`) fails, J probes every join list some
     /// survivor uses, W applies MAXWINDOW and every window list. A candidate stops at
@@ -321,11 +322,13 @@ impl CandidateFilter {
     /// some query survives, in order, and the comparisons made per type.
     /// `attr_fail(held)` is the operator's (cached) attribute mask, called only when
     /// a held event's cached mask is stale (`attr_version != version`).
-    #[pyo3(signature = (candidates, group, order, partial, pending, before_seq, mints, maxts, version, attr_fail))]
+    #[pyo3(signature = (candidates, lo, hi, group, order, partial, pending, before_seq, mints, maxts, version, attr_fail))]
     #[allow(clippy::too_many_arguments)]
     fn survivors<'py>(
         &self,
         candidates: &Bound<'py, PyList>,
+        lo: Option<i128>,
+        hi: Option<i128>,
         group: &Bound<'py, PyAny>,
         order: &str,
         partial: &Bound<'py, PyList>,
@@ -348,7 +351,12 @@ impl CandidateFilter {
         let table = &self.table.get().core;
         let out = PyList::empty(py);
         let mut survivors = group.clone();
+        let (lo, hi) = (lo.unwrap_or(i128::MIN), hi.unwrap_or(i128::MAX));
         for partner in candidates.iter() {
+            let ts = long(&partner.getattr(intern!(py, "ts"))?, "an event time")?;
+            if (ts as i128) < lo || (ts as i128) > hi {
+                continue;
+            }
             if let Some(before) = before_seq {
                 if long(&partner.getattr(intern!(py, "seq"))?, "seq")? >= before {
                     continue;
@@ -382,7 +390,6 @@ impl CandidateFilter {
                     }
                     b'W' => {
                         batch.counts[2] += 1;
-                        let ts = long(&partner.getattr(intern!(py, "ts"))?, "an event time")?;
                         mask::and_not(&mut survivors, table.too_narrow(span(mints, maxts, ts)));
                         if !mask::is_empty(&survivors) && !self.windows.is_empty() {
                             let offset = self.joins.len();

@@ -1,7 +1,8 @@
 //! The MAXWINDOW table: which queries a combination spanning `span` ms fails.
 //!
-//! `SharedPredicates.too_narrow` in Python: the registered MAXWINDOW values sorted, and
-//! for each position the queries whose MAXWINDOW lies below it.
+//! Built from `SharedPredicates.window_bounds` (the registered MAXWINDOW values,
+//! sorted) and `.narrower_than` (for each position, the queries whose MAXWINDOW lies
+//! below it).
 
 use crate::bisect::bisect_left;
 
