@@ -282,7 +282,7 @@ def test_candidate_filter_is_the_python_filter_phases(case) -> None:
 def test_masks_of_any_width_round_trip() -> None:
     for mask in (0, 1, 2**63, 2**64 - 1, 2**64, 2**128 + 5, 2**1000 - 1, 3 << 5000):
         assert WindowTable([], [mask]).too_narrow(0) == mask
-    with pytest.raises(OverflowError):
+    with pytest.raises((OverflowError, ValueError)):  # 3.11-3.12, 3.13+: masks are never negative
         WindowTable([], [-1])
 
 
