@@ -34,10 +34,13 @@ def fetch(order: ArrivalOrder, stream: str, records: list[tuple[int, int | None]
     inp.position = position
 
 
-def caught_up(order: ArrivalOrder, stream: str, end: int, at: float = 0.0) -> None:
+def caught_up(order: ArrivalOrder, stream: str, end: int, at: float = 0.0,
+              epoch: int = 10**9) -> None:
+    """`stream` is fetched up to `end`, its log end as asked at `at` (in fetch `epoch`:
+    by default after every fetch of the test)."""
     inp = order.inputs[stream]
     inp.position = end
-    inp.end, inp.end_at = end, at
+    inp.end, inp.end_at, inp.end_epoch = end, at, epoch
 
 
 def take_all(order: ArrivalOrder, now: float = 0.0) -> tuple[list[object], Wait]:
@@ -190,6 +193,7 @@ def test_backlog_comes_out_in_one_order_whatever_the_fetches(b: Backlog, data: s
                 if step.refresh:  # ask the log ends: unchanged, it is a backlog
                     for inp in step.refresh:
                         inp.end, inp.end_at = b.ends[inp.stream], now
+                        inp.end_epoch = max(epoch_of.values(), default=0)
                     continue
                 if step.until is not None and (final or data.draw(st.booleans(), label="wait")):
                     assert step.until > now
@@ -426,6 +430,29 @@ def test_several_idle_partitions_are_all_asked_again() -> None:
     assert take_all(order, 1.7)[0] == [("B", 0)]
 
 
+def test_a_long_idle_partition_is_asked_again_before_a_later_record_overtakes_it() -> None:
+    """Regression: K was idle once and went without; ten seconds later K's next record
+    is in the log but not delivered yet, while B's later record is. Its log end as asked
+    back then must not let B overtake it."""
+    order = ArrivalOrder(["B", "K"], 500)
+    order.cleared_epoch = 10
+    caught_up(order, "K", 0, at=0.0, epoch=0)
+    order.inputs["B"].position = 0
+    fetch(order, "B", [(0, 1000)], epoch=0)
+    assert order.next(0.0) == Wait(until=0.5)
+    k = order.inputs["K"]
+    assert order.next(0.6) == Wait(refresh=(k,))
+    k.end_at = 0.6
+    assert take_all(order, 0.6)[0] == [("B", 0)]
+    fetch(order, "B", [(1, 3000)], epoch=5)  # K 0 (ts 2000) is in the log, not delivered
+    assert order.next(10.0) == Wait(refresh=(k,))
+    k.end, k.end_at, k.end_epoch = 1, 10.0, 5
+    assert order.next(10.0) == Wait()  # K has a record to fetch: wait for it
+    fetch(order, "K", [(0, 2000)], epoch=6)
+    taken, wait = take_all(order, 10.0)
+    assert taken == [("K", 0)] and wait == Wait(until=10.5)  # K had a record: waited for anew
+
+
 # 5. committed offsets ---------------------------------------------------------------------
 
 
@@ -436,7 +463,7 @@ def test_commit_offsets_are_the_next_records_to_take() -> None:
     fetch(order, "B", [(3, 1), (4, 9)], position=6)  # a marker at 5
     caught_up(order, "B", 6)
     h = order.inputs["H"]
-    h.position, h.end, h.end_at = 7, 9, 0.0  # H: 7, 8 not fetched
+    h.position, h.end, h.end_at, h.end_epoch = 7, 9, 0.0, 0  # H: 7, 8 not fetched
     order.barrier_position = 2
     assert order.commit_offsets() == {"B": 3, "H": 7}  # T's position is not known yet
     assert order.barrier_commit_offset() == 2

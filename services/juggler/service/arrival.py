@@ -9,8 +9,9 @@ order, whatever the fetch timing. A stream partition that is caught up and has n
 buffered is idle; the task waits for it at most `max_idle_ms`, measured from when it was
 first seen idle while another partition had a record waiting (Kafka Streams'
 `max.task.idle.ms`), and once past that goes on without it until it gets a record again.
-Before going on without it, the log end is asked again after the deadline: a record
-already in the log is never overtaken.
+Before taking a record past an idle partition, that partition's log end must have been
+asked after the deadline and after the record was fetched: a record already in the log
+when the taken one arrived is never overtaken, however long the partition was idle.
 
 Commands are barriers: a barrier carries, per stream, the log-end offset the stream's
 partition had when the command was accepted. Records below it are taken before the
@@ -63,6 +64,9 @@ class Input:
     end: int | None = None
     """The log-end offset (last stable offset) as last asked, and when (`end_at`)."""
     end_at: float = float("-inf")
+    end_epoch: int = -1
+    """The worker's fetch epoch when the log end was asked (records of a later epoch
+    arrived after it)."""
     idle_deadline: float | None = None
 
     def caught_up(self) -> bool:
@@ -160,8 +164,8 @@ class ArrivalOrder:
                 inp.idle_deadline = now + self.max_idle
             if now < inp.idle_deadline:
                 until = inp.idle_deadline if until is None else min(until, inp.idle_deadline)
-            elif inp.end_at < inp.idle_deadline:
-                refresh.append(inp)  # ask the log end once more before going on without it
+            elif inp.end_at < inp.idle_deadline or inp.end_epoch < best.buffer[0].epoch:
+                refresh.append(inp)  # ask the log end again before going on without it
         if until is not None or refresh:
             return Wait(tuple(refresh), until)
         return Take(best, best.buffer[0])
