@@ -186,7 +186,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{time.time()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "log_level": 0})
-    results_topics = [f"{prefix}juggler.results.{q}" for q, _ in queries]
+    results_topics = [f"{prefix}juggler.results"]  # shared by every query
     ends = {}
     for topic in results_topics:
         for p in range(PARTITIONS):

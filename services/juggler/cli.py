@@ -222,29 +222,75 @@ def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 @query_group.command("register")
-@click.argument("query_id", metavar="ID", callback=_query_id)
+@click.argument("query_id", metavar="[ID]", required=False)
 @click.option("--text", default=None, help="The query text.")
 @click.option("--file", "file", default=None, type=click.File("r", encoding="utf-8"),
-              help="Read the query text from FILE ('-' for stdin).")
+              help="With ID: read the query text from FILE. Without: register every "
+                   "query of FILE, JSON lines {\"id\", \"text\"[, \"history\"]} (the "
+                   "format of `juggler eval --queries`). '-' for stdin.")
 @click.option("--history", is_flag=True,
               help="Also apply the query at once to the events the engine still holds.")
-@click.option("--no-wait", is_flag=True, help="Do not wait for the command's status.")
+@click.option("--own-topic", is_flag=True,
+              help="Publish its results to juggler.results.<ID> (created now) instead of "
+                   "the shared juggler.results.")
+@click.option("--no-wait", is_flag=True,
+              help="Do not wait for the status (nor for the query to be live).")
 @bootstrap_option
 @timeout_option
-def query_register(query_id: str, text: str | None, file: Any, history: bool,
-                   no_wait: bool, bootstrap: str, timeout: float) -> None:
-    """Register query ID; wait for ACCEPTED (exit 0) or REJECTED (exit 1).
+def query_register(query_id: str | None, text: str | None, file: Any, history: bool,
+                   own_topic: bool, no_wait: bool, bootstrap: str, timeout: float) -> None:
+    """Register query ID (or every query of --file); wait until ACCEPTED and live in
+    every partition (exit 0) or REJECTED (exit 1).
 
     Exit status 3 when no status came within --timeout (no worker running?).
     """
     from juggler.control.commands import Command
 
+    if query_id is None:
+        if file is None or text is not None:
+            raise click.UsageError("give ID with --text or --file, or --file of queries alone")
+        _submit_file(bootstrap, file, history, own_topic, not no_wait, timeout)
+        return
+    _query_id(click.get_current_context(), None, query_id)  # type: ignore[arg-type]
     if (text is None) == (file is None):
         raise click.UsageError("give the query as exactly one of --text or --file")
     body = text if text is not None else file.read()
     if not body.strip():
         raise click.UsageError("the query text is empty")
-    _submit(bootstrap, Command.register(query_id, body, history), not no_wait, timeout)
+    _submit(bootstrap, Command.register(query_id, body, history, own_topic), not no_wait,
+            timeout)
+
+
+def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait: bool,
+                 timeout: float) -> None:
+    """Register every query of a JSON-lines file in one go (one producer, one reader)."""
+    from juggler.codec.jsonl import InputError, decode_json, parse_query_line
+    from juggler.control.client import ControlError, submit_many
+    from juggler.control.commands import Command
+    from juggler.control.report import submissions
+
+    commands = []
+    for number, line in enumerate(file, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = decode_json(line)
+            query = parse_query_line({k: v for k, v in value.items()
+                                      if k not in ("history", "own_topic")}
+                                     if isinstance(value, dict) else value)
+        except InputError as exc:
+            click.echo(f"Error: {file.name}: line {number}: {exc}", err=True)
+            raise SystemExit(BAD_INPUT) from None
+        commands.append(Command.register(query.id, query.text,
+                                         bool(value.get("history", history)),
+                                         bool(value.get("own_topic", own_topic))))
+    try:
+        subs = submit_many(bootstrap, commands, wait=wait, timeout=timeout)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    text, status = submissions(subs, waited=wait, timeout=timeout)
+    click.echo(text, err=status != 0)
+    raise SystemExit(status)
 
 
 @query_group.command("deregister")

@@ -263,9 +263,10 @@ def test_backfill_to_the_results_topic(session: Any, kafka_bootstrap: str, tmp_p
                            "--archive", str(icu_archive[1]), "--to-topic")
     assert "late and" in stderr
     client = Client(kafka_bootstrap, prefix)
-    messages = client.read(client.names.results(query["id"]))
+    messages = client.read(client.names.all_results)
     on_topic = []
     for m in messages:
+        assert dict(m.headers())["juggler-query"] == query["id"].encode()
         result = codec.decode("juggler.Result", m.value())
         assert m.key() == result["key"].encode()
         assert {p["topic"] for p in result["sources"].values()} <= {

@@ -62,7 +62,7 @@ def test_topics_apply_twice(kafka_bootstrap: str) -> None:
     assert first.exit_code == 0, first.output
     second = juggler("topics", "apply", "--bootstrap", kafka_bootstrap)
     assert second.exit_code == 0, second.output
-    assert second.output == "no changes (9 topics as specified)\n"
+    assert second.output == "no changes (10 topics as specified)\n"
     other = juggler("topics", "apply", "--bootstrap", kafka_bootstrap,
                     "--partitions", str(p + 1))
     assert other.exit_code == 1
@@ -70,6 +70,7 @@ def test_topics_apply_twice(kafka_bootstrap: str) -> None:
            f"changed" in other.output
     expected = {"juggler.control": 1, "juggler.control.status": 1,
                 "juggler.control.fanout": p, "juggler.deadletter": p, "juggler.state": p,
+                "juggler.results": p,
                 **{f"juggler.stream.{s}": p for s in "BHKT"}}
     assert {t: partitions_of(kafka_bootstrap, t) for t in expected} == expected
     assert topic_config(kafka_bootstrap, "juggler.control")["cleanup.policy"] == "compact"
@@ -138,7 +139,8 @@ def test_register_no_wait_produces_the_command(topics: str, tmp_path: Path) -> N
     [(offset, key, command)] = read_commands(topics, query_id)
     assert run.output == (f"sent REGISTER {query_id} (juggler.control offset {offset}); "
                           f"not waiting for its status\n")
-    assert command == {"action": "REGISTER", "id": query_id, "text": text, "history": True}
+    assert command == {"action": "REGISTER", "id": query_id, "text": text, "history": True,
+                       "own_topic": False}
 
     run = juggler("query", "deregister", query_id, "--no-wait", "--bootstrap", topics)
     assert run.exit_code == 0, run.output

@@ -91,12 +91,13 @@ class Client:
                 for i, (stream, key, value) in enumerate(sent)]
 
     def command(self, action: str, query_id: str, text: str | None = None,
-                history: bool = False) -> int:
+                history: bool = False, own_topic: bool = False) -> int:
         # produced directly, not through `juggler.control.client.submit`: tests send
         # commands the client refuses (ids that cannot name a topic) to see the
         # worker reject them
         value = self.codec.encode("juggler.Command", {"action": action, "id": query_id,
-                                                      "text": text, "history": history})
+                                                      "text": text, "history": history,
+                                                      "own_topic": own_topic})
         return self.send_raw(self.names.control, query_id.encode(), value)[2]
 
     def read(self, topic: str, timeout: float = 20.0) -> list[Any]:
@@ -147,10 +148,14 @@ class Client:
         raise AssertionError(f"no status for control offset {command_offset}")
 
     def results(self, query_id: str) -> list[Any]:
+        """The query's results: from the shared results topic (its records with the
+        query's header) and from its own topic if it was registered with one."""
         from juggler.engine.events import Result
 
         out = []
-        for m in self.read(self.names.results(query_id)):
+        messages = [m for m in self.read(self.names.all_results)
+                    if dict(m.headers() or ()).get("juggler-query") == query_id.encode()]
+        for m in messages + self.read(self.names.results(query_id)):
             r = self.codec.decode("juggler.Result", m.value())
             out.append(Result(r["query"], r["key"], r["ts"],
                               {s: (p["topic"], p["partition"], p["offset"])

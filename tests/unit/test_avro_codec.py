@@ -52,9 +52,10 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "juggler.stream.K": [{"ts": 2 ** 63 - 1, "fluid": 350.25}],
     "juggler.stream.T": [{"ts": 0, "fluct": 103.0, "degree": 5e-324, "incr": -31.0}],
     "juggler.Command": [
-        {"action": "REGISTER", "id": "q1", "history": True,
+        {"action": "REGISTER", "id": "q1", "history": True, "own_topic": True,
          "text": "Select H.alert\nFrom B, H\nMaxWindow 4sec\nWhere B.temp > H.vib — ünïcode"},
-        {"action": "DEREGISTER", "id": "q1", "text": None, "history": False}],
+        {"action": "DEREGISTER", "id": "q1", "text": None, "history": False,
+         "own_topic": False}],
     "juggler.CommandStatus": [
         {"id": "q1", "action": "REGISTER", "status": "REJECTED",
          "message": "query q1, WHERE, line 4 column 7: unknown column", "command_offset": 7,
@@ -298,9 +299,9 @@ def test_invalid_utf8(codec: Codec) -> None:
 
 @pytest.mark.parametrize("body, what", [
     (b"\x04\x02q\x00\x00", "enum index 2 of 2 symbols"),
-    (b"\x01\x02q\x00\x00", "enum index -1 (fastavro would read the last symbol)"),
+    (b"\x01\x02q\x00\x00\x00", "enum index -1 (fastavro would read the last symbol)"),
     (b"\x00\x02q\x04\x00", "union index 2 of 2 branches"),
-    (b"\x00\x02q\x01\x02t\x00", "union index -1 (fastavro would read a string)"),
+    (b"\x00\x02q\x01\x02t\x00\x00", "union index -1 (fastavro would read a string)"),
 ])
 def test_enum_and_union_indexes_out_of_range(codec: Codec, body: bytes, what: str) -> None:
     data = framing.single_object(codec.fingerprint(COMMAND), body)
@@ -364,7 +365,8 @@ def test_encode_command_violations(codec: Codec) -> None:
         codec.encode(COMMAND, {"action": "REG", "id": "q", "text": None})
     # defaults may be left out
     assert codec.decode(COMMAND, codec.encode(COMMAND, {"action": "DEREGISTER", "id": "q"})) \
-        == {"action": "DEREGISTER", "id": "q", "text": None, "history": False}
+        == {"action": "DEREGISTER", "id": "q", "text": None, "history": False,
+            "own_topic": False}
 
 
 def test_event_keys(codec: Codec) -> None:
@@ -660,7 +662,7 @@ def test_registry_default_subjects(registry: FakeRegistry) -> None:
     assert sorted(registry.subjects) == [
         "juggler.control-value", "juggler.control.fanout-value",
         "juggler.control.status-value", "juggler.deadletter-value",
-        "juggler.results.q1-value", "juggler.stream.B-value", "juggler.stream.H-value",
+        "juggler.results-value", "juggler.stream.B-value", "juggler.stream.H-value",
         "juggler.stream.K-value", "juggler.stream.T-value"]
     assert registry.subjects["juggler.control.fanout-value"] == \
         registry.subjects["juggler.control-value"]

@@ -70,7 +70,7 @@ def test_state_records_fold_to_what_is_held() -> None:
     held = sorted((e.topic, e.offset, e.seq, e.value) for e in state.events.values())
     assert held == [("t.juggler.stream.B", 12, 7, b"\x01avro"), ("t.juggler.stream.H", 3, 8, None)]
     assert state.keys == {"p1": (5000, 1000)}
-    assert state.queries == {"b": (1, "SELECT * FROM H")} and state.horizon == 20_000
+    assert state.queries == {"b": (1, "SELECT * FROM H", False)} and state.horizon == 20_000
     assert state.next_seq() == 9 and state.next_query_seq() == 2
 
 

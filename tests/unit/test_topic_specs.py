@@ -47,8 +47,8 @@ def test_repository_specs() -> None:
     assert specs.partitions == 4
     assert list(by_name) == ["juggler.control", "juggler.control.status",
                              "juggler.control.fanout", "juggler.deadletter",
-                             "juggler.state", "juggler.stream.B", "juggler.stream.H", "juggler.stream.K",
-                             "juggler.stream.T"]
+                             "juggler.results", "juggler.state", "juggler.stream.B",
+                             "juggler.stream.H", "juggler.stream.K", "juggler.stream.T"]
     assert by_name["juggler.control"].partitions == 1
     assert by_name["juggler.control"].config == {"cleanup.policy": "compact"}
     assert by_name["juggler.control.status"].partitions == 1
@@ -58,7 +58,9 @@ def test_repository_specs() -> None:
     assert by_name["juggler.state"].partitions == 4
     assert by_name["juggler.state"].config["cleanup.policy"] == "compact"
     assert all(t.replication_factor is None for t in specs.topics)
-    results = specs.results("q1")
+    assert by_name["juggler.results"].partitions == 4  # shared by every query
+    assert by_name["juggler.results"].config == {"retention.ms": str(7 * 24 * 3600 * 1000)}
+    results = specs.results("q1")  # a query registered with its own topic
     assert (results.name, results.partitions) == ("juggler.results.q1", 4)
     assert results.config == {"retention.ms": str(7 * 24 * 3600 * 1000)}
 

@@ -561,7 +561,7 @@ def _default_topic(schema: _Schema, record: Mapping[str, Any]) -> str:
     if schema.stream is not None:
         return names.stream_topic(schema.stream.name)
     if schema.full_name == RESULT:
-        return names.results_topic(record.get("query"))  # type: ignore[arg-type]
+        return names.RESULTS
     return _SERVICE_TOPICS[schema.full_name]
 
 

@@ -108,19 +108,43 @@ def submit(bootstrap: str, command: Command, *, wait: bool = True, timeout: floa
     with `wait`, wait up to `timeout` seconds for its status (`Submission.status` is
     None when none came) and, with `live`, for an accepted command to be live in every
     partition."""
-    validate_query_id(command.id)
+    return submit_many(bootstrap, [command], wait=wait, timeout=timeout, codec=codec,
+                       prefix=prefix, live=live)[0]
+
+
+def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
+                timeout: float = 30.0, codec: Codec | None = None, prefix: str = "",
+                live: bool = True) -> list[Submission]:
+    """`submit` for many commands at once: one producer sends them all (in order, one
+    round trip for the lot), and one reader of the status topic collects every answer,
+    so the cost per command is a record, not a connection."""
+    for command in commands:
+        validate_query_id(command.id)
     codec = codec or Codec()
-    value = command.encode(codec)
     deadline = time.monotonic() + timeout
     status_topic = prefix + CONTROL_STATUS
     start = _end_offsets(bootstrap, status_topic, timeout) if wait else None
-    sent = _produce(bootstrap, prefix + CONTROL, command.id.encode(), value, timeout)
+    sent = _produce(bootstrap, prefix + CONTROL,
+                    [(c.id.encode(), c.encode(codec)) for c in commands], timeout)
     if start is None:
-        return Submission(command, sent, None)
-    outcome = _Outcome(codec, command.id, sent.offset, live)
-    _find(bootstrap, status_topic, start, deadline, outcome.see)
-    return Submission(command, sent, outcome.verdict,
-                      (len(outcome.live), outcome.partitions) if live else None)
+        return [Submission(c, s, None) for c, s in zip(commands, sent)]
+    outcomes = {s.offset: _Outcome(codec, c.id, s.offset, live) for c, s in zip(commands, sent)}
+    pending = set(outcomes)
+
+    def see(msg: Message) -> bool | None:
+        try:
+            offset = CommandStatus.decode(codec, msg.value()).command_offset
+        except CodecError:
+            return None
+        if offset in pending and outcomes[offset].see(msg):
+            pending.discard(offset)
+        return True if not pending else None
+
+    _find(bootstrap, status_topic, start, deadline, see)
+    return [Submission(c, s, outcomes[s.offset].verdict,
+                       (len(outcomes[s.offset].live), outcomes[s.offset].partitions)
+                       if live else None)
+            for c, s in zip(commands, sent)]
 
 
 @dataclass
@@ -155,30 +179,40 @@ class _Outcome:
         return True if done else None
 
 
-def _produce(bootstrap: str, topic: str, key: bytes, value: bytes, timeout: float) -> Sent:
+def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
+             timeout: float) -> list[Sent]:
+    """Produce `records` (key, value) in order with one idempotent producer; where each
+    landed, in the same order."""
     from confluent_kafka import KafkaException, Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "acks": "all", "message.timeout.ms": max(1, int(timeout * 1000)),
-                         "log_level": 0})
+                         "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": max(1, int(timeout * 1000)), "log_level": 0})
     _require_topic(producer, topic, timeout)
-    outcome: dict[str, Any] = {}
+    outcome: dict[int, Any] = {}
 
-    def delivered(err: Any, msg: Message) -> None:
-        outcome["err"], outcome["msg"] = err, msg
+    def delivered(i: int) -> Callable[[Any, Message], None]:
+        return lambda err, msg: outcome.__setitem__(i, (err, msg))
 
     try:
-        producer.produce(topic, key=key, value=value, on_delivery=delivered)
-    except (KafkaException, BufferError) as exc:
+        for i, (key, value) in enumerate(records):
+            while True:
+                try:
+                    producer.produce(topic, key=key, value=value, on_delivery=delivered(i))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+    except KafkaException as exc:
         raise ControlError(f"cannot produce to {topic}: {exc}") from None
     producer.flush(timeout + 1)
-    if "msg" not in outcome:
-        raise ControlError(f"no acknowledgement from Kafka for the message to {topic} "
-                           f"within {timeout:g}s")
-    if outcome["err"] is not None:
-        raise ControlError(f"producing to {topic} failed: {outcome['err'].str()}")
-    msg = outcome["msg"]
-    return Sent(msg.topic(), msg.partition(), msg.offset())
+    if len(outcome) < len(records):
+        raise ControlError(f"no acknowledgement from Kafka for {len(records) - len(outcome)} "
+                           f"messages to {topic} within {timeout:g}s")
+    failed = [err for err, _ in outcome.values() if err is not None]
+    if failed:
+        raise ControlError(f"producing to {topic} failed: {failed[0].str()}")
+    return [Sent(msg.topic(), msg.partition(), msg.offset())
+            for _, msg in (outcome[i] for i in range(len(records)))]
 
 
 # -- reading -------------------------------------------------------------------------
@@ -378,4 +412,4 @@ def _drop_finished(consumer: Consumer, topic: str, ends: dict[int, int]) -> None
 
 
 __all__ = ["ControlError", "Sent", "Submission", "QueryState", "ControlView", "PENDING",
-           "ACCEPTED", "REJECTED", "submit", "read_control"]
+           "ACCEPTED", "REJECTED", "submit", "submit_many", "read_control"]

@@ -32,10 +32,13 @@ class Command:
     id: str
     text: str | None = None
     history: bool = False
+    own_topic: bool = False
+    """Results to `juggler.results.<id>` instead of the shared `juggler.results`."""
 
     @classmethod
-    def register(cls, query_id: str, text: str, history: bool = False) -> Command:
-        return cls(REGISTER, query_id, text, history)
+    def register(cls, query_id: str, text: str, history: bool = False,
+                 own_topic: bool = False) -> Command:
+        return cls(REGISTER, query_id, text, history, own_topic)
 
     @classmethod
     def deregister(cls, query_id: str) -> Command:
@@ -43,11 +46,12 @@ class Command:
 
     def record(self) -> dict[str, Any]:
         return {"action": self.action, "id": self.id, "text": self.text,
-                "history": self.history}
+                "history": self.history, "own_topic": self.own_topic}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Command:
-        return cls(record["action"], record["id"], record["text"], record["history"])
+        return cls(record["action"], record["id"], record["text"], record["history"],
+                   record.get("own_topic", False))
 
     def encode(self, codec: Codec) -> bytes:
         return codec.encode(COMMAND, self.record())

@@ -12,6 +12,8 @@ from juggler.control.client import PENDING, ControlView, QueryState, Submission
 from juggler.control.commands import ACCEPTED, REGISTER
 from juggler.kafka.names import CONTROL
 
+SHOWN = 20
+"""Rejected or unconfirmed commands of a batch shown one per line; the rest counted."""
 EXIT_ACCEPTED = 0
 EXIT_REJECTED = 1
 EXIT_NO_STATUS = 3
@@ -38,6 +40,27 @@ def submission(sub: Submission, *, waited: bool, timeout: float) -> tuple[str, i
                 f"{sub.live[0]} of {sub.live[1]} partitions after {timeout:g}s: is a "
                 f"worker running for every partition?", EXIT_NO_STATUS)
     return f"REJECTED {cmd.action} {cmd.id} ({where}): {sub.status.message}", EXIT_REJECTED
+
+
+def submissions(subs: list[Submission], *, waited: bool, timeout: float) -> tuple[str, int]:
+    """The summary of a batch: one line per rejected or unanswered command, then the
+    counts; the exit status is the worst of the commands'."""
+    lines, worst = [], EXIT_ACCEPTED
+    counts = {EXIT_ACCEPTED: 0, EXIT_REJECTED: 0, EXIT_NO_STATUS: 0}
+    for sub in subs:
+        text, status = submission(sub, waited=waited, timeout=timeout)
+        counts[status] += 1
+        if status != EXIT_ACCEPTED and len(lines) < SHOWN:
+            lines.append(text)
+            worst = max(worst, status, key=[EXIT_ACCEPTED, EXIT_REJECTED, EXIT_NO_STATUS].index)
+    if not waited:
+        return f"sent {len(subs)} commands; not waiting for their statuses", EXIT_ACCEPTED
+    partitions = next((s.live[1] for s in subs if s.live), 0)
+    lines.append(f"{counts[EXIT_ACCEPTED]} accepted" +
+                 (f" and live in all {partitions} partitions" if partitions else "") +
+                 f", {counts[EXIT_REJECTED]} rejected, {counts[EXIT_NO_STATUS]} not "
+                 f"confirmed within {timeout:g}s")
+    return "\n".join(lines), worst
 
 
 def query_list(view: ControlView, *, as_json: bool = False) -> str:

@@ -202,15 +202,15 @@ def _now_ms() -> int:
 
 
 class ResultsReader:
-    """Reads every results topic from the beginning, read_committed, in a thread; the
-    main thread prints what it queued (one writer to the terminal)."""
+    """Reads the shared results topic from the beginning, read_committed, in a thread;
+    the main thread prints what it queued (one writer to the terminal)."""
 
     def __init__(self, bootstrap: str, query_ids: list[str], tally: Tally, show: int) -> None:
         from confluent_kafka import Consumer
 
-        from juggler.kafka.names import results_topic
+        from juggler.kafka.names import RESULTS
 
-        self.topics = [results_topic(q) for q in query_ids]
+        self.topics = [RESULTS]  # every query's results, the query id in each record
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "juggler-demo-view",
                                   "isolation.level": "read_committed",
                                   "auto.offset.reset": "earliest",

@@ -14,7 +14,13 @@ CONTROL_FANOUT = "juggler.control.fanout"
 DEADLETTER = "juggler.deadletter"
 STATE = "juggler.state"
 STREAM_PREFIX = "juggler.stream."
+RESULTS = "juggler.results"
+"""Every query's results, keyed by entity key, the query id in the record and in the
+`juggler-query` header (DESIGN 7): no topic per query unless one asks for it."""
 RESULTS_PREFIX = "juggler.results."
+QUERY_HEADER = "juggler-query"
+"""The header carrying the query id on every result, so a reader of the shared topic
+filters without decoding."""
 
 MAX_TOPIC_LENGTH = 249
 """Kafka's limit on a topic name's length."""

@@ -83,7 +83,7 @@ class ControlTask:
             return None
 
     def _problem(self, command: dict[str, Any]) -> str | None:
-        from juggler.language import QueryError, compile_query
+        from juggler.language import QueryError
 
         qid, action = command["id"], command["action"]
         if action == "DEREGISTER":
@@ -95,7 +95,7 @@ class ControlTask:
             problem = f"register {qid!r}: the command has no query text"
         if problem is None:
             try:
-                compile_query(qid, command["text"], self.w.catalog)
+                self.w.compiled(qid, command["text"])
             except QueryError as exc:
                 problem = str(exc)
         return problem
@@ -105,7 +105,8 @@ class ControlTask:
         w = self.w
         qid = command["id"]
         if command["action"] == "REGISTER":
-            w.ensure_results_topic(qid)
+            if command.get("own_topic"):
+                w.ensure_results_topic(qid)
             self.accepted.add(qid)
         else:
             self.accepted.discard(qid)

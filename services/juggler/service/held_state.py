@@ -10,8 +10,8 @@ exceed the producer's limit, and a batch writes only what it changed:
   the record limit, the value is empty and a `ref` header says to read the original
   from its topic at restore. A tombstone when the key's floor passes the event.
 - `k/<entity key>`: the key's `maxts` and `floor` (JSON), after each batch touching it.
-- `q/<query id>`: a query registered in p's task (JSON: registration sequence, text);
-  a tombstone at deregistration.
+- `q/<query id>`: a query registered in p's task (JSON: registration sequence, text,
+  whether it has its own results topic); a tombstone at deregistration.
 - `h`: the task's horizon H, which a deregistration must not shrink.
 
 Why per-event records rather than a snapshot per key: a key's whole held state can be
@@ -48,8 +48,9 @@ def key_meta(maxts: int | None, floor: int | None) -> bytes:
     return json.dumps({"maxts": maxts, "floor": floor}, separators=(",", ":")).encode()
 
 
-def query_record(seq: int, text: str) -> bytes:
-    return json.dumps({"seq": seq, "text": text}, separators=(",", ":")).encode()
+def query_record(seq: int, text: str, own_topic: bool = False) -> bytes:
+    return json.dumps({"seq": seq, "text": text, "own_topic": own_topic},
+                      separators=(",", ":")).encode()
 
 
 def horizon_record(horizon: int) -> bytes:
@@ -106,7 +107,8 @@ class StoredEvent:
 class TaskState:
     """Task p's state as read back from its partition of the state topic."""
 
-    queries: dict[str, tuple[int, str]] = field(default_factory=dict)
+    queries: dict[str, tuple[int, str, bool]] = field(default_factory=dict)
+    """Query id -> (registration sequence, text, own results topic)."""
     horizon: int = 0
     keys: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     events: dict[bytes, StoredEvent] = field(default_factory=dict)
@@ -147,7 +149,8 @@ class TaskState:
                 self.queries.pop(qid, None)
             else:
                 record = json.loads(value)
-                self.queries[qid] = (record["seq"], record["text"])
+                self.queries[qid] = (record["seq"], record["text"],
+                                     bool(record.get("own_topic", False)))
         elif text == HORIZON and value is not None:
             self.horizon = int(json.loads(value)["horizon"])
 
@@ -155,4 +158,4 @@ class TaskState:
         return max((e.seq for e in self.events.values()), default=-1) + 1
 
     def next_query_seq(self) -> int:
-        return max((s for s, _ in self.queries.values()), default=-1) + 1
+        return max((q[0] for q in self.queries.values()), default=-1) + 1

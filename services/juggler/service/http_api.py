@@ -85,6 +85,14 @@ def _results(worker: Any) -> Any:
         except ValueError:
             return web.json_response(
                 {"error": f"limit must be an integer from 1 to {MAX_LIMIT}"}, status=400)
+        store = worker.results_store
+        if not worker.own_topic(query_id):
+            if not await asyncio.to_thread(_known, worker, query_id):
+                return web.json_response({"error": f"no query {query_id!r} is registered "
+                                                   f"here and no result of it is kept"},
+                                         status=404)
+            results, positions = await asyncio.to_thread(store.read, query_id, after, limit)
+            return web.json_response({"results": results, "next": encode_cursor(positions)})
         try:
             results, positions = await asyncio.to_thread(
                 read_results, worker.settings.bootstrap, worker.names.results(query_id),
@@ -94,6 +102,12 @@ def _results(worker: Any) -> Any:
                                      status=404)
         return web.json_response({"results": results, "next": encode_cursor(positions)})
     return handler
+
+
+def _known(worker: Any, query_id: str) -> bool:
+    registered = _locked(worker, lambda: any(query_id in t.texts
+                                             for t in worker.restored_tasks()))
+    return registered or worker.results_store.known(query_id)
 
 
 def _queries(worker: Any) -> Any:

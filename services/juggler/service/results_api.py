@@ -1,8 +1,10 @@
 """Results for clients that come and go (PSoup): `GET /queries/<id>/results?after=`.
 
-The results topic is the result store: it is retained, only committed transactions are
-visible to a read_committed reader, and a position in it never changes. So the API
-keeps no copy: it reads the topic from the client's cursor and returns what is there.
+A results topic is the result store of record: it is retained, only committed
+transactions are visible to a read_committed reader, and a position in it never
+changes. Queries on the shared `juggler.results` are served from its index
+(`results_store`); a query with its own topic is read from that topic here, from the
+client's cursor.
 
 A cursor is opaque to clients: URL-safe base64 of the next offset to read per
 partition. No `after` means from the beginning (the oldest retained result). A client
@@ -55,7 +57,8 @@ def decode_cursor(cursor: str | None) -> dict[int, int]:
 
 def read_results(bootstrap: str, topic: str, codec: Any, after: dict[int, int], limit: int,
                  timeout: float = 5.0) -> tuple[list[dict[str, Any]], dict[int, int]]:
-    """Up to `limit` committed results after the cursor, and the cursor after them.
+    """Up to `limit` committed results of a query's own topic after the cursor, and the
+    cursor after them (the shared topic is served by `results_store`).
 
     Blocking (confluent-kafka); the web view runs it in a thread."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -99,13 +102,14 @@ def read_results(bootstrap: str, topic: str, codec: Any, after: dict[int, int], 
                 p = message.partition()
                 if p in done:
                     continue
+                positions[p] = message.offset() + 1
                 try:
                     record = codec.decode(RESULT, message.value())
                 except CodecError as exc:
                     record = {"error": exc.reason}
                 record["position"] = {"topic": topic, "partition": p, "offset": message.offset()}
                 results.append(record)
-                positions[p] = message.offset() + 1
         return results, positions
     finally:
         consumer.close()
+

@@ -18,6 +18,7 @@ from typing import Any
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
 from juggler.engine.events import EngineConfig, Event, LateEvent, RegistrationError, Result
 from juggler.engine.operator import JugglerEngine, KeySnapshot
+from juggler.kafka.names import QUERY_HEADER
 from juggler.service import held_state
 from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait
 from juggler.service.transactions import Outbox
@@ -67,6 +68,8 @@ class PartitionTask:
         self.streams = worker.streams
         self.order = ArrivalOrder(self.streams, settings.max_idle_ms)
         self.texts: dict[str, str] = {}
+        self.own_topic: set[str] = set()
+        """Queries registered with their own results topic."""
         self.query_seq = 0
         self.seq = 0
         self.tracker = held_state.HeldTracker()
@@ -188,18 +191,21 @@ class PartitionTask:
 
     def _publish(self, results: list[Result], outbox: Outbox, counts: RoundCounts) -> None:
         w = self.w
+        shared = w.names.all_results
         for result in results:
-            topic = w.names.results(result.query)
+            qid = result.query
+            topic = w.names.results(qid) if qid in self.own_topic else shared
             key = result.key.encode()
             value, omitted = w.encode_result(result_record(result), topic=topic, key=key)
-            headers = [(ROW_OMITTED_HEADER, b"too large for one record; read the sources")] \
-                if omitted else None
+            headers = [(QUERY_HEADER, qid.encode())]
+            if omitted:
+                headers.append((ROW_OMITTED_HEADER, b"too large for one record; read the sources"))
             outbox.send(topic, key, value, headers=headers)
             counts.results_out[result.query] += 1
 
     def _command(self, step: Apply, outbox: Outbox, counts: RoundCounts) -> None:
         """Apply p's copy of an accepted command at its barrier, and say it is live."""
-        from juggler.language import QueryError, compile_query
+        from juggler.language import QueryError
 
         record, has_barrier = step.barrier.item
         w = self.w
@@ -217,14 +223,17 @@ class PartitionTask:
         state = w.names.state
         if action == "REGISTER" and qid not in self.texts:
             try:
-                query = compile_query(qid, command["text"], w.catalog)
+                query = w.compiled(qid, command["text"])
+                if command.get("own_topic"):
+                    self.own_topic.add(qid)
                 results = self.engine.register(query, history=bool(command.get("history")))
             except (QueryError, RegistrationError) as exc:
                 log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
                 return
             self.texts[qid] = command["text"]
             outbox.send(state, (held_state.QUERY + qid).encode(),
-                        held_state.query_record(self.query_seq, command["text"]), self.partition)
+                        held_state.query_record(self.query_seq, command["text"],
+                                                qid in self.own_topic), self.partition)
             outbox.send(state, held_state.HORIZON.encode(),
                         held_state.horizon_record(self.engine.horizon), self.partition)
             self.query_seq += 1
@@ -234,6 +243,7 @@ class PartitionTask:
         elif action == "DEREGISTER" and qid in self.texts:
             self.engine.deregister(qid)
             del self.texts[qid]
+            self.own_topic.discard(qid)
             outbox.send(state, (held_state.QUERY + qid).encode(), None, self.partition)
             log.debug("partition %d: deregistered %r", self.partition, qid)
         headers = dict(record.headers or ())
@@ -248,15 +258,17 @@ class PartitionTask:
     def restore(self, state: held_state.TaskState, fetch_value: Any) -> None:
         """Rebuild the engine from the state topic, without evaluating anything: the
         events were processed, and their results committed, before."""
-        from juggler.language import QueryError, compile_query
+        from juggler.language import QueryError
 
-        for qid, (seq, text) in sorted(state.queries.items(), key=lambda kv: kv[1][0]):
+        for qid, (_, text, own) in sorted(state.queries.items(), key=lambda kv: kv[1][0]):
             try:
-                self.engine.register(compile_query(qid, text, self.w.catalog))
+                self.engine.register(self.w.compiled(qid, text))
             except QueryError as exc:  # the schemas changed under a registered query
                 log.error("partition %d: cannot restore query %r: %s", self.partition, qid, exc)
                 continue
             self.texts[qid] = text
+            if own:
+                self.own_topic.add(qid)
         self.engine.horizon = max(self.engine.horizon, state.horizon)
         self.query_seq = state.next_query_seq()
         self.seq = state.next_seq()

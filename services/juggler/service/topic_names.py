@@ -39,7 +39,12 @@ class TopicNames:
     def stream(self, name: str) -> str:
         return self.prefix + names.stream_topic(name)
 
+    @property
+    def all_results(self) -> str:
+        return self.prefix + names.RESULTS
+
     def results(self, query_id: str) -> str:
+        """The topic of a query registered with its own topic."""
         return self.prefix + names.results_topic(query_id)
 
     def query_id_problem(self, query_id: str) -> str | None:

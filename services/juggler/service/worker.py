@@ -36,6 +36,8 @@ FAILURE_EXIT = 70
 """Exit status when processing fails: state may be ahead of what was committed."""
 RECORD_OVERHEAD = 1024
 """Bytes kept free under the record limit for a state record's key and headers."""
+COMPILED_CACHE = 50_000
+"""Compiled queries kept per worker (oldest dropped first)."""
 REFRESH_EVERY = 0.005
 """Seconds between two questions for the same partition's log end."""
 
@@ -72,8 +74,12 @@ class JugglerWorker:
         self.lock = threading.Lock()
         """Held while a round runs; the HTTP thread takes it to read the tasks."""
         self.ready = False
+        """True once the group assigned this worker its partitions (possibly none) and
+        they are restored: `/health` answers 200 from then on, until the next rebalance."""
+        self._assigned = False
         self._stop = threading.Event()
         self._committed: dict[tuple[str, int], int] = {}
+        self._compiled: dict[tuple[str, str], Any] = {}
         self._revoked: dict[int, Any] = {}
         """Tasks revoked by the rebalance under way: kept until the assignment shows
         whether they come back (then `restore.tasks` reuses them)."""
@@ -87,6 +93,20 @@ class JugglerWorker:
     def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
         return self._encode_result(self.codec, record, topic=topic, key=key,
                                    max_bytes=self.max_record_bytes)
+
+    def compiled(self, query_id: str, text: str) -> Any:
+        """The query compiled once per worker: the control task and every task of the
+        worker register the same text, and compiling is most of a registration's cost.
+        Raises `QueryError`."""
+        from juggler.language import compile_query
+
+        key = (query_id, text)
+        query = self._compiled.get(key)
+        if query is None:
+            query = self._compiled[key] = compile_query(query_id, text, self.catalog)
+            if len(self._compiled) > COMPILED_CACHE:
+                self._compiled.pop(next(iter(self._compiled)))
+        return query
 
     def ensure_results_topic(self, query_id: str) -> None:
         from juggler.service.topic_setup import ensure_results_topic
@@ -106,6 +126,10 @@ class JugglerWorker:
         """The tasks whose engines may be read (by the HTTP thread, under `lock`)."""
         return [t for t in list(self.tasks.values()) if t.restored]
 
+    def own_topic(self, query_id: str) -> bool:
+        """Whether a query registered here publishes to its own results topic."""
+        return any(query_id in t.own_topic for t in self.restored_tasks())
+
     def registered_queries(self) -> list[dict[str, str]]:
         seen: dict[str, str] = {}
         for task in self.restored_tasks():
@@ -117,9 +141,12 @@ class JugglerWorker:
     def run(self) -> None:
         """Consume, process and commit until SIGTERM/SIGINT; exit 70 on any failure."""
         from juggler.service.http_api import serve
+        from juggler.service.results_store import ResultsStore
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
+        self.results_store = ResultsStore(self.client_config, self.names.all_results, self.codec)
+        self.results_store.start()
         server = serve(self, self.settings.web_host, self.settings.web_port)
         log.info("juggler worker %s: bootstrap %s, HTTP on http://%s:%d, %d partitions, "
                  "app id %r", _version(), self.settings.bootstrap, self.settings.web_host,
@@ -166,6 +193,8 @@ class JugglerWorker:
             while not self._stop.is_set():
                 messages = consumer.consume(num_messages=settings.batch_max, timeout=timeout)
                 self._epoch += 1
+                if messages:
+                    self.metrics.batches.observe(len(messages))
                 self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
                 with self.lock:
                     self._route(messages)
@@ -186,7 +215,7 @@ class JugglerWorker:
                     task = self._revoked.pop(tp.partition, None)
                     self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
             self._revoked.clear()
-            self.ready = False
+            self._assigned, self.ready = True, False
         log.info("assigned partitions %s%s", sorted(self.tasks),
                  " and the control partition" if self.control else "")
 
@@ -195,7 +224,9 @@ class JugglerWorker:
             for tp in partitions:
                 if tp.topic == self.names.control:
                     self.control = None
+                    self._assigned = self.ready = False
                 elif tp.partition in self.tasks:
+                    self._assigned = self.ready = False
                     self._revoked[tp.partition] = self.tasks.pop(tp.partition).revoked(
                         self._committed)
                     self._clearances.pop(tp.partition, None)
@@ -211,7 +242,7 @@ class JugglerWorker:
             restore.tasks(self, fresh)
         if self.control is not None and not self.control.restored:
             restore.control(self, self.control)
-        self.ready = True
+        self.ready = self._assigned
 
     def _route(self, messages: list[Any]) -> None:
         from confluent_kafka import KafkaError
@@ -340,10 +371,9 @@ class JugglerWorker:
         if not wanted:
             time.sleep(REFRESH_EVERY)
             return
-        asked = time.monotonic()
+        asked, epoch = time.monotonic(), self._epoch
         for tp, end in log_ends(self.admin, wanted).items():
-            wanted[tp].end = end
-            wanted[tp].end_at = asked
+            wanted[tp].end, wanted[tp].end_at, wanted[tp].end_epoch = end, asked, epoch
 
     def _flow_control(self) -> None:
         """Pause a stream partition whose buffer is full, resume it once half empty."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.events import Result
-from juggler.kafka import topics as kafka_topics
+from juggler.kafka.names import QUERY_HEADER
 from juggler.language.model import TIMESTAMP, ColumnRef, Query
 from juggler.service.topic_names import TopicNames
 from juggler.spark import streams, wire
@@ -158,14 +158,14 @@ def run(spark: SparkSession, query: Query, archive: Path, codec: Codec, progress
                 progress.done += 1
         return
     assert bootstrap is not None
-    try:
-        kafka_topics.ensure_results_topic(bootstrap, query.id, prefix=names.prefix)
-    except kafka_topics.TopicsError as exc:
-        raise JobError(str(exc)) from None
     records = rows.select(F.col(KEY).cast("binary").alias("key"),
                           result_message(compiled, codec, names).alias("value"),
                           "last_position", *source_columns(compiled))
-    records = records.withColumn("topic", F.lit(names.results(query.id))).cache()
+    # the shared results topic, with the query id in the header as the worker writes it
+    header = F.struct(F.lit(QUERY_HEADER).alias("key"),
+                      F.lit(query.id).cast("binary").alias("value"))
+    records = (records.withColumn("topic", F.lit(names.all_results))
+               .withColumn("headers", F.array(header)).cache())
     progress.total = records.count()
     streams.write(records, bootstrap, ["last_position", *source_columns(compiled)])
     progress.advance(progress.total)

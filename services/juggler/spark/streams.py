@@ -81,10 +81,11 @@ def to_records(frames: Mapping[str, DataFrame], codec: Codec, names: TopicNames,
 
 
 def write(records: DataFrame, bootstrap: str, order: Sequence[str]) -> None:
-    """Write (topic, key, value) records to Kafka; each key's records go out in
-    `order` through one producer."""
+    """Write (topic, key, value[, headers]) records to Kafka; each key's records go out
+    in `order` through one producer."""
+    columns = ["topic", "key", "value"] + (["headers"] if "headers" in records.columns else [])
     (records.repartition(WRITE_PARTITIONS, "key").sortWithinPartitions(*order)
-     .select("topic", "key", "value")
+     .select(*columns)
      .write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
      .options(**PRODUCER_OPTIONS).save())
 
