@@ -104,15 +104,25 @@ class AttributeRangeList(PredicateList):
         self.direction = direction
         self.thresholds: list[float] = []
         self.fail_at: list[int] = [0]
+        self._threshold: dict[tuple[Op, Fraction], float] = {}
+        """Each entry's exact float threshold, computed once: converting is exact
+        Fraction arithmetic, and a rebuild per registration must not redo it for every
+        entry of the list (10,000 registrations took minutes)."""
 
     def add_predicate(self, op: Op, constant: Fraction, bit: int) -> None:
-        self.add((op, constant), bit)
+        entry = (op, constant)
+        if entry not in self._threshold:
+            convert = lower_threshold if self.direction == LOWER else upper_threshold
+            self._threshold[entry] = convert(op, constant)
+        self.add(entry, bit)
 
     def _rebuild(self) -> None:
         by_threshold: dict[float, int] = {}
-        convert = lower_threshold if self.direction == LOWER else upper_threshold
-        for (op, constant), mask in self.entries.items():
-            t = convert(op, constant)
+        threshold = self._threshold
+        for entry in [e for e in threshold if e not in self.entries]:
+            del threshold[entry]
+        for entry, mask in self.entries.items():
+            t = threshold[entry]
             by_threshold[t] = by_threshold.get(t, 0) | mask
         self.thresholds = sorted(by_threshold)
         masks = [by_threshold[t] for t in self.thresholds]
