@@ -311,17 +311,17 @@ impl CandidateFilter {
         })
     }
 
-    /// Run the filter phases, in `order` (a subset of "AJW" in the manager's order),
+    /// Run the filter phases, in `order` (the manager's order, or one phase of it),
     /// on each candidate partner with `lo <= ts <= hi` (either bound may be None) for
-    /// the queries `group`, exactly as the operator's
-    /// phases do: A removes the queries whose attribute predicates the partner (and,
-    /// with `pending`, the tuple `partial[0]`) fails, J probes every join list some
-    /// survivor uses, W applies MAXWINDOW and every window list. A candidate stops at
-    /// the first phase that leaves no query. Candidates with `seq >= before_seq` are
-    /// skipped (history). Returns `([(partner, survivors)], A, J, W)`: the candidates
-    /// some query survives, in order, and the comparisons made per type.
-    /// `attr_fail(held)` is the operator's (cached) attribute mask, called only when
-    /// a held event's cached mask is stale (`attr_version != version`).
+    /// the queries `group`: A removes the queries whose attribute predicates the
+    /// partner (and, with `pending`, the tuple `partial[0]`) fails, J probes every
+    /// join list some survivor uses, W applies MAXWINDOW and every window list. A
+    /// candidate stops at the first phase that leaves no query. Candidates with
+    /// `seq >= before_seq` are skipped (history). Returns `([(partner, survivors)],
+    /// A, J, W)`: the candidates some query survives, in order, and the comparisons
+    /// made per type. `attr_fail(held)` is the operator's (cached) attribute mask,
+    /// called only when a held event's cached mask is stale (`attr_version !=
+    /// version`) and for `partial[0]` (once).
     #[pyo3(signature = (candidates, lo, hi, group, order, partial, pending, before_seq, mints, maxts, version, attr_fail))]
     #[allow(clippy::too_many_arguments)]
     fn survivors<'py>(
