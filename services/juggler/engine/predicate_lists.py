@@ -106,24 +106,31 @@ class AttributeRangeList(PredicateList):
         self.fail_at: list[int] = [0]
         self._threshold: dict[tuple[Op, Fraction], float] = {}
         """Each entry's exact float threshold, computed once: converting is exact
-        Fraction arithmetic, and a rebuild per registration must not redo it for every
-        entry of the list (10,000 registrations took minutes)."""
+        Fraction arithmetic (and hashing a Fraction is slow), so a registration updates
+        the queries per threshold instead of redoing every entry of the list (10,000
+        registrations took minutes)."""
+        self._by_threshold: dict[float, int] = {}
 
     def add_predicate(self, op: Op, constant: Fraction, bit: int) -> None:
         entry = (op, constant)
-        if entry not in self._threshold:
+        t = self._threshold.get(entry)
+        if t is None:
             convert = lower_threshold if self.direction == LOWER else upper_threshold
-            self._threshold[entry] = convert(op, constant)
+            t = self._threshold[entry] = convert(op, constant)
+        self._by_threshold[t] = self._by_threshold.get(t, 0) | bit
         self.add(entry, bit)
 
-    def _rebuild(self) -> None:
-        by_threshold: dict[float, int] = {}
-        threshold = self._threshold
-        for entry in [e for e in threshold if e not in self.entries]:
-            del threshold[entry]
+    def remove(self, bit: int) -> None:
+        super().remove(bit)
+        self._threshold = {e: self._threshold[e] for e in self.entries}
+        self._by_threshold = {}
         for entry, mask in self.entries.items():
-            t = threshold[entry]
-            by_threshold[t] = by_threshold.get(t, 0) | mask
+            t = self._threshold[entry]
+            self._by_threshold[t] = self._by_threshold.get(t, 0) | mask
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        by_threshold = self._by_threshold
         self.thresholds = sorted(by_threshold)
         masks = [by_threshold[t] for t in self.thresholds]
         self.fail_at = _suffix_or(masks) if self.direction == LOWER else _prefix_or(masks)
