@@ -517,7 +517,10 @@ def machine(services: Path) -> dict[str, str]:
     state = "clean" if not untracked else (
         "uncommitted changes in tracked files" if dirty else "untracked files present")
     digest = hashlib.sha256()
-    for path in sorted((services / "juggler").rglob("*.py")):
+    native = services / "juggler_native"
+    sources = [*(services / "juggler").rglob("*.py"), *(native / "src").rglob("*.rs"),
+               native / "Cargo.toml", native / "Cargo.lock"]
+    for path in sorted(p for p in sources if p.exists()):
         digest.update(str(path.relative_to(services)).encode() + b"\0" + path.read_bytes())
     return {"nproc": nproc, "cpu": cpu, "memory": mem, "commit": commit, "tree": state,
             "source": digest.hexdigest()[:12],
@@ -536,7 +539,8 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         f"- Machine: {info['nproc']} CPUs (`nproc`), {info['cpu']}, {info['memory']} RAM; "
         f"load average {info['load']} at start, {load_end} at the end (shared machine).",
         f"- Code: commit `{info['commit']}` ({info['tree']}; sha256 of `services/juggler/**/*.py` "
-        f"as measured: `{info['source']}`, a snapshot taken at the start of the run), "
+        f"and the Rust core's sources (`services/juggler_native`, built into the environment by "
+        f"`bin/setup`) as measured: `{info['source']}`, a snapshot taken at the start of the run), "
         f"Python {info['python']}.",
         f"- {p.repeats} repeat(s); every number is the MEDIAN over the repeats, each measurement "
         "in a fresh process; engine/naive ratios are taken per repeat between measurements "
