@@ -65,10 +65,12 @@ def in_process(client: Client, sent: list[Any], queries: dict[str, str]) -> Coun
 def wait_live(client: Client, command_offset: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        statuses = [s for s in client.statuses() if s["command_offset"] == command_offset]
-        verdicts = [s for s in statuses if s["status"] != "LIVE"]
+        statuses = client.statuses()
+        verdicts = [s for s in statuses
+                    if s["status"] != "LIVE" and s["command_offset"] == command_offset]
         assert all(v["status"] == "ACCEPTED" for v in verdicts), verdicts
-        live = {s["partition"] for s in statuses if s["status"] == "LIVE"}
+        live = {s["partition"] for s in statuses  # cumulative: up to its command offset
+                if s["status"] == "LIVE" and s["command_offset"] >= command_offset}
         if verdicts and verdicts[0]["partitions"] and len(live) == verdicts[0]["partitions"]:
             return
         time.sleep(0.2)

@@ -133,11 +133,14 @@ def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
 
     def see(msg: Message) -> bool | None:
         try:
-            offset = CommandStatus.decode(codec, msg.value()).command_offset
+            status = CommandStatus.decode(codec, msg.value())
         except CodecError:
             return None
-        if offset in pending and outcomes[offset].see(msg):
-            pending.discard(offset)
+        offsets = ([o for o in pending if o <= status.command_offset] if status.live
+                   else [status.command_offset] if status.command_offset in pending else [])
+        for offset in offsets:
+            if outcomes[offset].see(msg):
+                pending.discard(offset)
         return True if not pending else None
 
     _find(bootstrap, status_topic, start, deadline, see)
@@ -165,11 +168,13 @@ class _Outcome:
             status = CommandStatus.decode(self.codec, msg.value())
         except CodecError:
             return None
-        if status.id != self.query_id or status.command_offset != self.offset:
-            return None
-        if status.live:
+        if status.live:  # cumulative: every command up to its offset is live there
+            if status.command_offset < self.offset:
+                return None
             self.live.add(status.partition)
             self.partitions = status.partitions
+        elif status.id != self.query_id or status.command_offset != self.offset:
+            return None
         else:
             self.verdict = status
             self.partitions = self.partitions or status.partitions
@@ -248,7 +253,7 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
         commands.append((_offset(msg), command))
         history[command.id] = commands
     statuses: dict[int, CommandStatus] = {}  # verdicts by command offset
-    live: dict[int, set[int]] = {}  # partitions that said LIVE, by command offset
+    live_through: dict[int, int] = {}  # partition -> every command up to here is live
     for msg in _read_all(bootstrap, control_status, timeout):
         try:
             status = CommandStatus.decode(codec, msg.value())
@@ -256,15 +261,16 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
             view.warnings.append(f"{control_status} offset {msg.offset()}: {exc.reason}")
             continue
         if status.live:
-            live.setdefault(status.command_offset, set()).add(status.partition)
+            live_through[status.partition] = max(live_through.get(status.partition, -1),
+                                                 status.command_offset)
         else:
             statuses[status.command_offset] = status
     for query_id, commands in history.items():
         state = _state(query_id, commands, statuses)
         verdict = statuses.get(state.offset)
         partitions = verdict.partitions if verdict is not None else 0
-        view.queries[query_id] = replace(state, live=(len(live.get(state.offset, ())),
-                                                      partitions))
+        done = sum(1 for through in live_through.values() if through >= state.offset)
+        view.queries[query_id] = replace(state, live=(done, partitions))
     return view
 
 

@@ -74,6 +74,8 @@ class PartitionTask:
         self.seq = 0
         self.tracker = held_state.HeldTracker()
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
+        self.live: dict[str, Any] | None = None
+        """The last command this round applied, for the round's one LIVE status."""
         self.restored = False
         self.committed: dict[tuple[str, int], int] | None = None
         """A revoked task's committed input offsets: if the group's are the same when it
@@ -139,6 +141,11 @@ class PartitionTask:
 
     def _finish(self, outbox: Outbox, dirty: set[str]) -> None:
         state = self.w.names.state
+        if self.live is not None:  # one LIVE per round: every command up to it is live here
+            w = self.w
+            outbox.send(w.names.status, self.live["id"].encode(),
+                        w.codec.encode(COMMAND_STATUS, self.live, topic=w.names.status))
+            self.live = None
         for key in dirty:
             ks = self.engine.keys.get(key)
             if ks is not None:
@@ -221,6 +228,7 @@ class PartitionTask:
             return
         qid, action = command["id"], command["action"]
         state = w.names.state
+        horizon = self.engine.horizon
         if action == "REGISTER" and qid not in self.texts:
             try:
                 query = w.compiled(qid, command["text"])
@@ -234,8 +242,9 @@ class PartitionTask:
             outbox.send(state, (held_state.QUERY + qid).encode(),
                         held_state.query_record(self.query_seq, command["text"],
                                                 qid in self.own_topic), self.partition)
-            outbox.send(state, held_state.HORIZON.encode(),
-                        held_state.horizon_record(self.engine.horizon), self.partition)
+            if self.engine.horizon != horizon:
+                outbox.send(state, held_state.HORIZON.encode(),
+                            held_state.horizon_record(self.engine.horizon), self.partition)
             self.query_seq += 1
             self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
@@ -247,11 +256,9 @@ class PartitionTask:
             outbox.send(state, (held_state.QUERY + qid).encode(), None, self.partition)
             log.debug("partition %d: deregistered %r", self.partition, qid)
         headers = dict(record.headers or ())
-        status = {"id": qid, "action": action, "status": "LIVE", "message": "",
-                  "command_offset": int(headers.get(CONTROL_OFFSET_HEADER, b"-1")),
-                  "partition": self.partition, "partitions": w.partitions}
-        outbox.send(w.names.status, qid.encode(),
-                    w.codec.encode(COMMAND_STATUS, status, topic=w.names.status))
+        self.live = {"id": qid, "action": action, "status": "LIVE", "message": "",
+                     "command_offset": int(headers.get(CONTROL_OFFSET_HEADER, b"-1")),
+                     "partition": self.partition, "partitions": w.partitions}
 
     # restore ------------------------------------------------------------------------
 
