@@ -198,13 +198,20 @@ def query_group() -> None:
     """Register, deregister and inspect queries on the control topic."""
 
 
-def _submit(bootstrap: str, command: Any, wait: bool, timeout: float) -> None:
+def query_prefix_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
+                        help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX)."
+                        )(command)
+
+
+def _submit(bootstrap: str, command: Any, wait: bool, timeout: float,
+            topic_prefix: str = "") -> None:
     """Send `command`; with `wait`, until it is live in every partition (or rejected)."""
     from juggler.control.client import ControlError, submit
     from juggler.control.report import submission
 
     try:
-        sub = submit(bootstrap, command, wait=wait, timeout=timeout)
+        sub = submit(bootstrap, command, wait=wait, timeout=timeout, prefix=topic_prefix)
     except ControlError as exc:
         raise click.ClickException(str(exc)) from None
     text, status = submission(sub, waited=wait, timeout=timeout)
@@ -236,9 +243,11 @@ def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-wait", is_flag=True,
               help="Do not wait for the status (nor for the query to be live).")
 @bootstrap_option
+@query_prefix_option
 @timeout_option
 def query_register(query_id: str | None, text: str | None, file: Any, history: bool,
-                   own_topic: bool, no_wait: bool, bootstrap: str, timeout: float) -> None:
+                   own_topic: bool, no_wait: bool, bootstrap: str, topic_prefix: str,
+                   timeout: float) -> None:
     """Register query ID (or every query of --file); wait until ACCEPTED and live in
     every partition (exit 0) or REJECTED (exit 1).
 
@@ -249,7 +258,7 @@ def query_register(query_id: str | None, text: str | None, file: Any, history: b
     if query_id is None:
         if file is None or text is not None:
             raise click.UsageError("give ID with --text or --file, or --file of queries alone")
-        _submit_file(bootstrap, file, history, own_topic, not no_wait, timeout)
+        _submit_file(bootstrap, file, history, own_topic, not no_wait, timeout, topic_prefix)
         return
     _query_id(click.get_current_context(), None, query_id)  # type: ignore[arg-type]
     if (text is None) == (file is None):
@@ -258,11 +267,11 @@ def query_register(query_id: str | None, text: str | None, file: Any, history: b
     if not body.strip():
         raise click.UsageError("the query text is empty")
     _submit(bootstrap, Command.register(query_id, body, history, own_topic), not no_wait,
-            timeout)
+            timeout, topic_prefix)
 
 
 def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait: bool,
-                 timeout: float) -> None:
+                 timeout: float, topic_prefix: str = "") -> None:
     """Register every query of a JSON-lines file in one go (one producer, one reader)."""
     from juggler.codec.jsonl import InputError, decode_json, parse_query_line
     from juggler.control.client import ControlError, submit_many
@@ -285,7 +294,8 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
                                          bool(value.get("history", history)),
                                          bool(value.get("own_topic", own_topic))))
     try:
-        subs = submit_many(bootstrap, commands, wait=wait, timeout=timeout)
+        subs = submit_many(bootstrap, commands, wait=wait, timeout=timeout,
+                           prefix=topic_prefix)
     except ControlError as exc:
         raise click.ClickException(str(exc)) from None
     text, status = submissions(subs, waited=wait, timeout=timeout)
@@ -297,44 +307,55 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
 @click.argument("query_id", metavar="ID", callback=_query_id)
 @click.option("--no-wait", is_flag=True, help="Do not wait for the command's status.")
 @bootstrap_option
+@query_prefix_option
 @timeout_option
-def query_deregister(query_id: str, no_wait: bool, bootstrap: str, timeout: float) -> None:
+def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix: str,
+                     timeout: float) -> None:
     """Deregister query ID; exit statuses as for register."""
     from juggler.control.commands import Command
 
-    _submit(bootstrap, Command.deregister(query_id), not no_wait, timeout)
+    _submit(bootstrap, Command.deregister(query_id), not no_wait, timeout, topic_prefix)
 
 
 @query_group.command("list")
+@click.option("--all", "everything", is_flag=True,
+              help="Also the ids that are not registered, marked as such: rejected, "
+                   "pending (no status yet) or deregistered.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @bootstrap_option
+@query_prefix_option
 @timeout_option
-def query_list(as_json: bool, bootstrap: str, timeout: float) -> None:
-    """The registered queries (last command per id) with their latest status."""
+def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: str,
+               timeout: float) -> None:
+    """The registered queries: an accepted REGISTER is in effect (a rejected command
+    changes nothing). With --all, every id of the control topic and where it stands."""
     from juggler.control import report
     from juggler.control.client import ControlError, read_control
 
     try:
-        view = read_control(bootstrap, timeout=timeout)
+        view = read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
     except ControlError as exc:
         raise click.ClickException(str(exc)) from None
     for warning in view.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(report.query_list(view, as_json=as_json))
+    click.echo(report.query_list(view, everything=everything, as_json=as_json))
 
 
 @query_group.command("show")
 @click.argument("query_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @bootstrap_option
+@query_prefix_option
 @timeout_option
-def query_show(query_id: str, as_json: bool, bootstrap: str, timeout: float) -> None:
-    """One query's text, state and status (exit 1 if the id never appeared)."""
+def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
+               timeout: float) -> None:
+    """One query's text, state (registered, rejected, pending or deregistered) and
+    status (exit 1 if the id never appeared)."""
     from juggler.control import report
     from juggler.control.client import ControlError, read_control
 
     try:
-        view = read_control(bootstrap, timeout=timeout)
+        view = read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
     except ControlError as exc:
         raise click.ClickException(str(exc)) from None
     text, status = report.query_show(view.queries.get(query_id), query_id,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from juggler.control.client import ControlView, QueryState, Sent, Submission, _state
+from juggler.control.client import ControlView, QueryState, Sent, Submission, _state, _states
 from juggler.control.commands import Command, CommandStatus
 from juggler.control import report
 from juggler.kafka.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
@@ -145,33 +146,98 @@ def test_submission_texts() -> None:
         "REJECTED REGISTER q1 (juggler.control offset 5): query q1: unknown stream 'X'", 1)
 
 
-def test_list_and_show_texts() -> None:
+def _view() -> ControlView:
+    """One id in each state (two registered, one of them with a pending repeat)."""
     view = ControlView()
-    assert report.query_list(view) == "no queries registered"
     view.queries["q1"] = QueryState("q1", Command.register("q1", "SELECT *\n  FROM B", True),
-                                    3, "ACCEPTED")
+                                    3, "ACCEPTED", live=(4, 4))
     view.queries["q2"] = QueryState("q2", Command.deregister("q2"), 4, "PENDING")
     view.queries["long_id"] = QueryState("long_id", Command.register("long_id", "x" * 80),
                                          6, "REJECTED", "query long_id: bad")
     view.queries["q3"] = QueryState("q3", Command.register("q3", "SELECT * FROM K"), 7,
-                                    "ACCEPTED", later="REGISTER at offset 9: PENDING")
+                                    "ACCEPTED", later="REGISTER at offset 9: PENDING",
+                                    live=(2, 4))
+    view.queries["q4"] = QueryState("q4", Command.deregister("q4"), 11, "ACCEPTED")
+    view.queries["q5"] = QueryState("q5", Command.register("q5", "SELECT * FROM H"), 12,
+                                    "PENDING")
+    return view
+
+
+def test_list_shows_registered_queries_and_counts_the_rest() -> None:
+    assert report.query_list(ControlView()) == "no queries registered"
+    assert report.query_list(ControlView(), everything=True) == "no commands in juggler.control"
+    view = _view()
+    assert [q.state for q in view.queries.values()] == [
+        "registered", "pending", "rejected", "registered", "deregistered", "pending"]
     assert report.query_list(view).splitlines() == [
-        "ID       STATUS    OFFSET  TEXT",
-        "q1       ACCEPTED       3  SELECT * FROM B",
-        "long_id  REJECTED       6  " + "x" * 67 + "...",
-        "         query long_id: bad",
-        "q3       ACCEPTED       7  SELECT * FROM K",
-        "         later REGISTER at offset 9: PENDING",
+        "ID  STATE        LIVE  OFFSET  TEXT",
+        "q1  registered    4/4       3  SELECT * FROM B",
+        "q3  registered    2/4       7  SELECT * FROM K",
+        "    later REGISTER at offset 9: PENDING",
+        "(4 more ids are not registered: 1 rejected, 2 pending, 1 deregistered; "
+        "--all lists them)",
     ]
-    assert "later:   REGISTER at offset 9: PENDING" in report.query_show(
-        view.queries["q3"], "q3")[0]
+    listed = json.loads(report.query_list(view, as_json=True))
+    assert [(q["id"], q["state"], q["live_partitions"]) for q in listed] == [
+        ("q1", "registered", 4), ("q3", "registered", 2)]
+    # a rejected command leaves nothing behind: only a count
+    only_rejected = ControlView({"bad1": view.queries["long_id"]})
+    assert report.query_list(only_rejected).splitlines() == [
+        "no queries registered",
+        "(1 more id is not registered: 1 rejected; --all lists them)"]
+
+
+def test_list_all_marks_what_is_not_registered() -> None:
+    view = _view()
+    assert report.query_list(view, everything=True).splitlines() == [
+        "ID       STATE          LIVE  OFFSET  TEXT",
+        "q1       registered      4/4       3  SELECT * FROM B",
+        "q2       pending           -       4  (deregister)",
+        "long_id  rejected          -       6  " + "x" * 67 + "...",
+        "         query long_id: bad",
+        "q3       registered      2/4       7  SELECT * FROM K",
+        "         later REGISTER at offset 9: PENDING",
+        "q4       deregistered      -      11  (deregister)",
+        "q5       pending           -      12  SELECT * FROM H",
+    ]
+    listed = json.loads(report.query_list(view, everything=True, as_json=True))
+    assert [(q["id"], q["state"], q["status"]) for q in listed] == [
+        ("q1", "registered", "ACCEPTED"), ("q2", "pending", "PENDING"),
+        ("long_id", "rejected", "REJECTED"), ("q3", "registered", "ACCEPTED"),
+        ("q4", "deregistered", "ACCEPTED"), ("q5", "pending", "PENDING")]
+
+
+def test_show_agrees_with_the_status() -> None:
+    view = _view()
     text, code = report.query_show(view.queries["q1"], "q1")
     assert code == 0 and text.splitlines() == [
         "id:      q1", "state:   registered (REGISTER at juggler.control offset 3)",
-        "status:  ACCEPTED", "history: true", "text:", "  SELECT *", "    FROM B"]
+        "status:  ACCEPTED", "live:    in 4 of 4 partitions", "history: true", "text:",
+        "  SELECT *", "    FROM B"]
+    assert "later:   REGISTER at offset 9: PENDING" in report.query_show(
+        view.queries["q3"], "q3")[0]
+    # a rejected registration of a never-registered id is not registered
+    text, code = report.query_show(view.queries["long_id"], "long_id")
+    assert code == 0 and text.splitlines()[1:3] == [
+        "state:   rejected, not registered (REGISTER at juggler.control offset 6)",
+        "status:  REJECTED: query long_id: bad"]
+    assert "live:" not in text
+    text, code = report.query_show(view.queries["q5"], "q5")
+    assert text.splitlines()[1:3] == [
+        "state:   pending, not registered yet (REGISTER at juggler.control offset 12)",
+        "status:  PENDING (no status for this command yet)"]
     text, code = report.query_show(view.queries["q2"], "q2")
-    assert code == 0 and "deregistered (DEREGISTER at juggler.control offset 4)" in text
-    assert "PENDING (no status for this command yet)" in text
+    assert code == 0 and text.splitlines()[1:] == [
+        "state:   pending, not registered (DEREGISTER at juggler.control offset 4)",
+        "status:  PENDING (no status for this command yet)"]
+    text, code = report.query_show(view.queries["q4"], "q4")
+    assert code == 0 and text.splitlines()[1:] == [
+        "state:   deregistered (DEREGISTER at juggler.control offset 11)",
+        "status:  ACCEPTED"]
+    own = QueryState("q6", Command.register("q6", "SELECT * FROM B", own_topic=True), 13,
+                     "ACCEPTED", live=(4, 4))
+    assert "results: juggler.results.q6 (its own topic)" in report.query_show(own, "q6")[0]
+    assert json.loads(report.query_show(own, "q6", as_json=True)[0])["own_topic"] is True
     assert report.query_show(None, "q9") == ("query q9 is not in juggler.control", 1)
 
 
@@ -209,3 +275,42 @@ def test_state_of_an_id() -> None:
     assert (state.status, state.message, state.registered) == ("REJECTED", "bad", True)
     # a status for another id at that offset does not count
     assert _state("q", [(0, reg1)], {0: _status("other", 0, "ACCEPTED")}).status == "PENDING"
+    # what each case is called
+    assert _state("q", [(2, reg2)], {}).state == "pending"
+    assert _state("q", [(0, reg1), (5, dereg), (8, reg2)], {
+        0: _status("q", 0, "ACCEPTED"), 5: _status("q", 5, "ACCEPTED", "DEREGISTER"),
+        8: _status("q", 8, "REJECTED", message="bad")}).state == "rejected"
+
+
+def test_the_registered_set_is_what_the_statuses_say() -> None:
+    """`read_control`'s fold: the registered set follows the ACCEPTED statuses (as the
+    worker's control task does), live counts come from cumulative LIVE statuses, and an
+    accepted REGISTER compacted away by a later rejected command is still registered."""
+    reg1, reg2 = Command.register("q", "SELECT * FROM B"), Command.register("q", "SELECT * FROM H")
+    accepted = {0: _status("q", 0, "ACCEPTED"),
+                4: _status("q", 4, "REJECTED", message="query 'q' is already registered")}
+    accepted = {o: CommandStatus(s.id, s.action, s.status, s.message, o, partitions=2)
+                for o, s in accepted.items()}
+    # both commands in the log: the accepted text, live in the partitions past offset 0
+    states = _states({"q": [(0, reg1), (4, reg2)]}, accepted, {0: 3, 1: -1})
+    assert (states["q"].state, states["q"].command, states["q"].live) == (
+        "registered", reg1, (1, 2))
+    # compaction kept only the rejected repeat: still registered, its text unknown
+    [state] = _states({"q": [(4, reg2)]}, accepted, {0: 3, 1: 4}).values()
+    assert (state.state, state.offset, state.command.text, state.live) == (
+        "registered", 0, None, (2, 2))
+    assert state.later == "REGISTER at offset 4: REJECTED: query 'q' is already registered"
+    assert "(text no longer in juggler.control: compacted away)" in report.query_list(
+        ControlView({"q": state}))
+    # a tombstone removed every command: the statuses still say registered
+    [state] = _states({}, accepted, {}).values()
+    assert (state.state, state.offset, state.later) == ("registered", 0, "")
+    # an accepted deregistration ends it
+    dereg = CommandStatus("q", "DEREGISTER", "ACCEPTED", "", 9, partitions=2)
+    [state] = _states({"q": [(9, Command.deregister("q"))]}, {**accepted, 9: dereg},
+                      {}).values()
+    assert state.state == "deregistered"
+    # a rejected first registration stays rejected
+    bad = {2: _status("r", 2, "REJECTED", message="bad")}
+    assert _states({"r": [(2, Command.register("r", "nope"))]}, bad, {})["r"].state == \
+        "rejected"

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 PENDING = "PENDING"
 """The state of a command no status has answered yet (no worker running, or behind)."""
 
+REGISTERED, NOT_YET, REFUSED, DEREGISTERED = "registered", "pending", "rejected", "deregistered"
+"""Where an id stands (`QueryState.state`): only REGISTERED is in effect in the worker."""
+
 
 class ControlError(RuntimeError):
     """Kafka could not be used (unreachable, missing topic, failed produce)."""
@@ -77,12 +80,26 @@ class QueryState:
 
     @property
     def registered(self) -> bool:
-        """The last command is a REGISTER (whatever its status)."""
+        """The command shown is a REGISTER, so it has a query text, whatever its status:
+        `state` says whether the query is in effect."""
         return self.command.action == REGISTER
 
+    @property
+    def state(self) -> str:
+        """REGISTERED only when an accepted REGISTER is in effect (a later command that
+        was rejected, or is not answered yet, is a note in `later`); otherwise the id is
+        not registered and this says why: its last command is pending (no status yet),
+        was rejected, or is an accepted DEREGISTER."""
+        if self.status == PENDING:
+            return NOT_YET
+        if self.status == REJECTED:
+            return REFUSED
+        return REGISTERED if self.command.action == REGISTER else DEREGISTERED
+
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "action": self.command.action, "text": self.command.text,
-                "history": self.command.history, "offset": self.offset,
+        return {"id": self.id, "state": self.state, "action": self.command.action,
+                "text": self.command.text, "history": self.command.history,
+                "own_topic": self.command.own_topic, "offset": self.offset,
                 "status": self.status, "message": self.message, "later": self.later,
                 "live_partitions": self.live[0], "partitions": self.live[1]}
 
@@ -96,7 +113,12 @@ class ControlView:
     warnings: list[str] = field(default_factory=list)
 
     def registered(self) -> list[QueryState]:
-        return [q for q in self.queries.values() if q.registered]
+        """The queries in effect: an accepted REGISTER is the id's last accepted command."""
+        return [q for q in self.queries.values() if q.state == REGISTERED]
+
+    def not_registered(self) -> list[QueryState]:
+        """The other ids: rejected, pending or deregistered."""
+        return [q for q in self.queries.values() if q.state != REGISTERED]
 
 
 # -- sending -------------------------------------------------------------------------
@@ -232,8 +254,11 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
     worker rejected (or has not answered yet) does not hide an earlier ACCEPTED one
     still in the log: registering an id that is already registered is rejected and
     changes nothing, so the id is shown with its accepted text and a note about the
-    later command. Once compaction has removed the accepted command, only the last
-    command is left to show. `prefix`: the deployment's topic prefix (see the worker's
+    later command. Which ids are registered is decided by the ACCEPTED statuses, as the
+    worker's control task decides it: once compaction has removed an accepted REGISTER
+    (the later rejected command has the same key), the id is still shown registered,
+    with its text unknown (`command.text` None). `QueryState.state` says where each id
+    stands. `prefix`: the deployment's topic prefix (see the worker's
     `topic_prefix`)."""
     codec = codec or Codec()
     control, control_status = prefix + CONTROL, prefix + CONTROL_STATUS
@@ -265,13 +290,59 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
                                                  status.command_offset)
         else:
             statuses[status.command_offset] = status
-    for query_id, commands in history.items():
-        state = _state(query_id, commands, statuses)
+    view.queries = _states(history, statuses, live_through)
+    return view
+
+
+def _states(history: dict[str, list[tuple[int, Command]]],
+            statuses: dict[int, CommandStatus],
+            live_through: dict[int, int]) -> dict[str, QueryState]:
+    """Each id's state from its commands (offset, command) still in the control topic,
+    the verdicts by command offset, and per partition the offset up to which every
+    command is live there."""
+    states = {query_id: _state(query_id, commands, statuses)
+              for query_id, commands in history.items()}
+    for query_id, offset in _registered_by_status(statuses).items():
+        state = states.get(query_id)
+        if state is None or state.state != REGISTERED:
+            # its accepted REGISTER is no longer in the compacted control topic (a later
+            # command with the same key replaced it, or a tombstone), but the worker
+            # still runs the query: its registered set is what the statuses say
+            states[query_id] = _without_text(query_id, offset, statuses[offset], state)
+    out = {}
+    for query_id, state in states.items():
         verdict = statuses.get(state.offset)
         partitions = verdict.partitions if verdict is not None else 0
         done = sum(1 for through in live_through.values() if through >= state.offset)
-        view.queries[query_id] = replace(state, live=(done, partitions))
-    return view
+        out[query_id] = replace(state, live=(done, partitions))
+    return out
+
+
+def _registered_by_status(statuses: dict[int, CommandStatus]) -> dict[str, int]:
+    """The registered set as the worker's control task holds it (ACCEPTED statuses in
+    command order), each id with the offset of its accepted REGISTER."""
+    registered: dict[str, int] = {}
+    for offset in sorted(statuses):
+        status = statuses[offset]
+        if not status.accepted:
+            continue
+        if status.action == REGISTER:
+            registered[status.id] = offset
+        else:
+            registered.pop(status.id, None)
+    return registered
+
+
+def _without_text(query_id: str, offset: int, status: CommandStatus,
+                  last: QueryState | None) -> QueryState:
+    later = "" if last is None else _note(last.command.action, last.offset, last.status,
+                                          last.message)
+    return QueryState(query_id, Command(REGISTER, query_id), offset, ACCEPTED,
+                      status.message, later)
+
+
+def _note(action: str, offset: int, outcome: str, message: str) -> str:
+    return f"{action} at offset {offset}: {outcome}" + (f": {message}" if message else "")
 
 
 def _state(query_id: str, commands: list[tuple[int, Command]],
@@ -291,8 +362,7 @@ def _state(query_id: str, commands: list[tuple[int, Command]],
     message = last_status.message if last_status else ""
     if accepted is not None and accepted[0] != last_offset \
             and accepted[1].action == REGISTER:
-        later = f"{last.action} at offset {last_offset}: {outcome}" + \
-            (f": {message}" if message else "")
+        later = _note(last.action, last_offset, outcome, message)
         return QueryState(query_id, accepted[1], accepted[0], ACCEPTED,
                           answer(*accepted).message, later)  # type: ignore[union-attr]
     return QueryState(query_id, last, last_offset, outcome, message)
@@ -418,4 +488,5 @@ def _drop_finished(consumer: Consumer, topic: str, ends: dict[int, int]) -> None
 
 
 __all__ = ["ControlError", "Sent", "Submission", "QueryState", "ControlView", "PENDING",
-           "ACCEPTED", "REJECTED", "submit", "submit_many", "read_control"]
+           "ACCEPTED", "REJECTED", "REGISTERED", "NOT_YET", "REFUSED", "DEREGISTERED",
+           "submit", "submit_many", "read_control"]

@@ -7,10 +7,12 @@ without Kafka.
 from __future__ import annotations
 
 import json
+from collections import Counter
 
-from juggler.control.client import PENDING, ControlView, QueryState, Submission
+from juggler.control.client import (DEREGISTERED, NOT_YET, PENDING, REFUSED, REGISTERED,
+                                    ControlView, QueryState, Submission)
 from juggler.control.commands import ACCEPTED, REGISTER
-from juggler.kafka.names import CONTROL
+from juggler.kafka.names import CONTROL, RESULTS_PREFIX
 
 SHOWN = 20
 """Rejected or unconfirmed commands of a batch shown one per line; the rest counted."""
@@ -63,22 +65,56 @@ def submissions(subs: list[Submission], *, waited: bool, timeout: float) -> tupl
     return "\n".join(lines), worst
 
 
-def query_list(view: ControlView, *, as_json: bool = False) -> str:
-    queries = view.registered()
+def query_list(view: ControlView, *, everything: bool = False, as_json: bool = False) -> str:
+    """The registered queries; with `everything`, also the ids that are not registered
+    (rejected, pending, deregistered), each marked with its state. Without it, a last
+    line counts the ids left out, so nothing is hidden silently."""
+    queries = list(view.queries.values()) if everything else view.registered()
     if as_json:
         return json.dumps([q.to_json() for q in queries], indent=2)
-    if not queries:
-        return "no queries registered"
-    width = max(len("ID"), *(len(q.id) for q in queries))
-    lines = [f"{'ID':<{width}}  {'STATUS':<8}  {'OFFSET':>6}  TEXT"]
-    for q in queries:
-        lines.append(f"{q.id:<{width}}  {q.status:<8}  {q.offset:>6}  "
-                     f"{_one_line(q.command.text or '')}")
-        if q.message:
-            lines.append(f"{'':<{width}}  {q.message}")
-        if q.later:
-            lines.append(f"{'':<{width}}  later {q.later}")
+    left_out = [] if everything else view.not_registered()
+    lines = []
+    if queries:
+        width = max(len("ID"), *(len(q.id) for q in queries))
+        state_width = max(len(q.state) for q in queries)
+        lines.append(f"{'ID':<{width}}  {'STATE':<{state_width}}  {'LIVE':>5}  "
+                     f"{'OFFSET':>6}  TEXT")
+        for q in queries:
+            lines.append(f"{q.id:<{width}}  {q.state:<{state_width}}  {_live(q):>5}  "
+                         f"{q.offset:>6}  {_text(q)}".rstrip())
+            if q.message:
+                lines.append(f"{'':<{width}}  {q.message}")
+            if q.later:
+                lines.append(f"{'':<{width}}  later {q.later}")
+    else:
+        lines.append("no queries registered" if not everything else
+                     f"no commands in {CONTROL}")
+    if left_out:
+        counts = Counter(q.state for q in left_out)
+        lines.append(f"({len(left_out)} more {'id is' if len(left_out) == 1 else 'ids are'} "
+                     f"not registered: " +
+                     ", ".join(f"{counts[s]} {s}" for s in (REFUSED, NOT_YET, DEREGISTERED)
+                               if counts[s]) + "; --all lists them)")
     return "\n".join(lines)
+
+
+def _live(q: QueryState) -> str:
+    """In how many partitions a registered query took effect: `4/4` once everywhere."""
+    if q.state != REGISTERED or not q.live[1]:
+        return "-"
+    return f"{q.live[0]}/{q.live[1]}"
+
+
+def _text(q: QueryState) -> str:
+    if not q.registered:
+        return f"({q.command.action.lower()})"
+    if q.command.text is None:
+        return f"(text no longer in {CONTROL}: compacted away)"
+    return _one_line(q.command.text or "")
+
+
+WHY_NOT = {NOT_YET: "pending, not registered yet", REFUSED: "rejected, not registered",
+           DEREGISTERED: "deregistered"}
 
 
 def query_show(state: QueryState | None, query_id: str, *,
@@ -88,25 +124,31 @@ def query_show(state: QueryState | None, query_id: str, *,
         return f"query {query_id} is not in {CONTROL}", 1
     if as_json:
         return json.dumps(state.to_json(), indent=2), 0
-    registered = state.command.action == REGISTER
+    standing = WHY_NOT.get(state.state, state.state)
+    if state.state == NOT_YET and state.command.action != REGISTER:
+        standing = "pending, not registered"
     status = state.status + (f": {state.message}" if state.message else "")
     if state.status == PENDING:
         status += " (no status for this command yet)"
     lines = [
         f"id:      {state.id}",
-        f"state:   {'registered' if registered else 'deregistered'} "
-        f"({state.command.action} at {CONTROL} offset {state.offset})",
+        f"state:   {standing} ({state.command.action} at {CONTROL} offset {state.offset})",
         f"status:  {status}",
     ]
-    if state.status == ACCEPTED and state.live[1]:
+    if state.state == REGISTERED and state.live[1]:
         done, of = state.live
         lines.append(f"live:    in {done} of {of} partitions")
     if state.later:
         lines.append(f"later:   {state.later}")
-    if registered:
+    if state.registered:
         lines.append(f"history: {'true' if state.command.history else 'false'}")
-        lines.append("text:")
-        lines += [f"  {line}" for line in (state.command.text or "").splitlines()]
+        if state.command.own_topic:
+            lines.append(f"results: {RESULTS_PREFIX}{state.id} (its own topic)")
+        if state.command.text is None:
+            lines.append(f"text:    (no longer in {CONTROL}: compacted away)")
+        else:
+            lines.append("text:")
+            lines += [f"  {line}" for line in state.command.text.splitlines()]
     return "\n".join(lines), 0
 
 
