@@ -147,7 +147,7 @@ def test_register_no_wait_produces_the_command(topics: str, tmp_path: Path) -> N
     commands = read_commands(topics, query_id)
     assert [c[2]["action"] for c in commands] == ["REGISTER", "DEREGISTER"]
     assert commands[1][2] == {"action": "DEREGISTER", "id": query_id, "text": None,
-                              "history": False}
+                              "history": False, "own_topic": False}
 
 
 def test_register_waits_and_times_out_without_a_worker(topics: str) -> None:
@@ -169,24 +169,31 @@ def test_list_and_show(topics: str) -> None:
     assert juggler("query", "deregister", dropped, "--no-wait",
                    "--bootstrap", topics).exit_code == 0
 
+    # no worker here: nothing is answered, so nothing is registered; --all shows them
     run = juggler("query", "list", "--json", "--bootstrap", topics)
     assert run.exit_code == 0, run.output
     listed = {q["id"]: q for q in json.loads(run.output)}
-    assert dropped not in listed
-    assert listed[kept]["status"] == "PENDING"
+    assert kept not in listed and dropped not in listed
+    run = juggler("query", "list", "--all", "--json", "--bootstrap", topics)
+    assert run.exit_code == 0, run.output
+    listed = {q["id"]: q for q in json.loads(run.output)}
+    assert (listed[kept]["state"], listed[kept]["status"]) == ("pending", "PENDING")
     assert listed[kept]["text"] == f"SELECT * FROM B -- {kept}"
-    assert [q["action"] for q in listed.values()] == ["REGISTER"] * len(listed)
+    assert (listed[dropped]["state"], listed[dropped]["action"]) == ("pending", "DEREGISTER")
 
     run = juggler("query", "list", "--bootstrap", topics)
+    assert run.exit_code == 0 and kept not in run.output and "--all lists them" in run.output
+    run = juggler("query", "list", "--all", "--bootstrap", topics)
     assert run.exit_code == 0 and run.output.startswith("ID ")
-    assert any(line.startswith(kept) and "PENDING" in line for line in run.output.splitlines())
+    assert any(line.startswith(kept) and "pending" in line for line in run.output.splitlines())
 
     run = juggler("query", "show", kept, "--bootstrap", topics)
     assert run.exit_code == 0, run.output
-    assert "state:   registered" in run.output and f"  SELECT * FROM B -- {kept}" in run.output
+    assert "state:   pending, not registered yet (REGISTER" in run.output
+    assert f"  SELECT * FROM B -- {kept}" in run.output
     assert "status:  PENDING (no status for this command yet)" in run.output
     run = juggler("query", "show", dropped, "--bootstrap", topics)
-    assert run.exit_code == 0 and "state:   deregistered (DEREGISTER" in run.output
+    assert run.exit_code == 0 and "state:   pending, not registered (DEREGISTER" in run.output
     run = juggler("query", "show", unique("never"), "--bootstrap", topics)
     assert run.exit_code == 1 and "is not in juggler.control" in run.output
 
