@@ -311,6 +311,7 @@ def apply_specs(admin: AdminClient, specs: Iterable[TopicSpec], *,
                     existing.add(spec.name)
                 else:
                     report.errors.append(f"cannot create {spec.name}: {error.str()}")
+        _wait_described(admin, report.created, timeout)
     for spec in specs:
         if spec.name in existing and spec.name in metadata.topics:
             count = len(metadata.topics[spec.name].partitions)
@@ -321,6 +322,31 @@ def apply_specs(admin: AdminClient, specs: Iterable[TopicSpec], *,
                     f"apply with --partitions {count})")
     _align_configs(admin, [s for s in specs if s.name in existing], report, timeout)
     return report
+
+
+def _wait_described(admin: AdminClient, created: list[str], timeout: float) -> None:
+    """Until the broker describes every created topic with a leader for each partition.
+
+    CreateTopics answers when the controller has recorded the topic, before every broker
+    serves it: a client that lists offsets right after got UNKNOWN_TOPIC_OR_PART or
+    NOT_LEADER_FOR_PARTITION (a flaky test, and a first `juggler query register` that
+    failed). Raises `TopicsError` if they are not served within `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    waiting = set(created)
+    while waiting:
+        metadata = admin.list_topics(timeout=timeout)
+        for name in list(waiting):
+            topic = metadata.topics.get(name)
+            if topic is not None and topic.error is None and topic.partitions and all(
+                    p.leader >= 0 and p.error is None for p in topic.partitions.values()):
+                waiting.discard(name)
+        if waiting:
+            if time.monotonic() > deadline:
+                raise TopicsError(f"created but not served within {timeout:g}s: "
+                                  f"{', '.join(sorted(waiting))}")
+            time.sleep(0.1)
 
 
 def _align_configs(admin: AdminClient, specs: list[TopicSpec], report: ApplyReport,
