@@ -236,6 +236,11 @@ def test_results_api_under_concurrent_readers(served) -> None:
         wait_indexed(worker, qid, sum(expected[qid].values()))
 
     limit, max_requests, deadline = 50, 100, time.monotonic() + 90
+    alone = []
+    for _ in range(50):  # one reader, for comparison
+        started = time.perf_counter()
+        assert worker.get(f"/queries/hot10/results?limit={limit}")[0] == 200
+        alone.append(time.perf_counter() - started)
     latencies: list[float] = []
     outcome: dict[int, tuple[str, list[dict[str, Any]], list[int]]] = {}
     failures: list[str] = []
@@ -283,7 +288,8 @@ def test_results_api_under_concurrent_readers(served) -> None:
           f"in {wall:.2f} s ({len(latencies) / wall:.0f} requests/s): "
           f"p50 {1000 * statistics.median(latencies):.1f} ms, "
           f"p99 {1000 * percentile(latencies, 99):.1f} ms, "
-          f"max {1000 * max(latencies):.1f} ms")
+          f"max {1000 * max(latencies):.1f} ms; one reader alone: p50 "
+          f"{1000 * statistics.median(alone):.1f} ms, p99 {1000 * percentile(alone, 99):.1f} ms")
     assert len(outcome) == READERS
     for n, (qid, seen, statuses) in outcome.items():
         assert set(statuses) == {200}, (n, Counter(statuses))
