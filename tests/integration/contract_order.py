@@ -20,8 +20,11 @@ from juggler.engine.operator import JugglerEngine
 from juggler.language import compile_query
 
 
-def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counter, int]:
-    """(identities of the expected results, number of late events)."""
+def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counter, set]:
+    """(identities of the expected results, positions (topic, partition, offset) of the
+    late events). A barrier can make events late even at lateness 0: the log ends of
+    two topics at one moment need not lie at the same event time (a producer's batches
+    for different topics are appended one after the other)."""
     codec = client.codec
     streams = codec.stream_names()
     catalog = codec.catalog()
@@ -42,7 +45,7 @@ def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counte
         barriers.setdefault(m.partition(), []).append(
             (offsets, codec.decode("juggler.Command", m.value())))
     results: Counter = Counter()
-    late = 0
+    late: set = set()
     for p in set(per_partition) | set(barriers):
         engine = JugglerEngine(config)
         records = per_partition.get(p, {})
@@ -59,7 +62,7 @@ def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counte
                 try:
                     results.update(r.identity() for r in engine.process(event))
                 except LateEvent:
-                    late += 1
+                    late.add(event.position)
             if command is None:
                 break
             if command["action"] == "REGISTER":

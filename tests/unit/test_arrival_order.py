@@ -533,3 +533,33 @@ def test_record_of_a_cleared_epoch_in_a_mixed_buffer() -> None:
     order.cleared_epoch = 2
     taken, _ = take_all(order, 10.0)
     assert taken == [("B", 1)]
+
+
+def test_a_new_burst_waits_again_for_recently_active_partitions_only() -> None:
+    """One producer writing two topics after a pause: B's records may be fetched a
+    moment before K's. K was active a moment ago, so the burst waits for it again;
+    T has been silent for longer than DORMANT_AFTER, so it is not waited for again."""
+    from juggler.service.arrival import DORMANT_AFTER
+
+    order = ArrivalOrder(["B", "K", "T"], 500)
+    order.cleared_epoch = 10
+    caught_up(order, "T", 0)
+    order.inputs["B"].position = order.inputs["K"].position = 0
+    order.add("K", Pending(0, 900, 0, ("K", 0)), now=0.0)
+    order.add("B", Pending(0, 1000, 0, ("B", 0)), now=0.0)
+    fetch(order, "K", [], position=1)
+    fetch(order, "B", [], position=1)
+    for s in "BK":
+        caught_up(order, s, 1, at=0.0)
+        order.inputs[s].position = 1
+    assert take_all(order, 0.0)[1] == Wait(until=0.5)  # T: a first wait
+    caught_up(order, "T", 0, at=0.6)  # asked again after the deadline: still nothing
+    assert take_all(order, 0.6) == ([("K", 0)], Wait(until=1.1))  # K waited for once
+    caught_up(order, "K", 1, at=1.2)
+    assert take_all(order, 1.2) == ([("B", 0)], Wait())  # dry
+    now = DORMANT_AFTER / 2  # K spoke a moment ago; T long ago (never)
+    order.add("B", Pending(1, 2000, 5, ("B", 1)), now=now)
+    fetch(order, "B", [], position=2)
+    assert order.next(now) == Wait(until=now + 0.5)
+    assert order.inputs["K"].idle_deadline == now + 0.5  # waited for anew
+    assert order.inputs["T"].idle_deadline == 0.5  # dormant: its old deadline stands

@@ -8,7 +8,10 @@ a record while another stream partition has records in the log that it has not f
 order, whatever the fetch timing. A stream partition that is caught up and has nothing
 buffered is idle; the task waits for it at most `max_idle_ms`, measured from when it was
 first seen idle while another partition had a record waiting (Kafka Streams'
-`max.task.idle.ms`), and once past that goes on without it until it gets a record again.
+`max.task.idle.ms`), and once past that goes on without it until it gets a record again
+or the task runs dry: a new burst after a quiet moment waits again for every partition
+that had a record within `DORMANT_AFTER` seconds (a stream that has been silent longer,
+or never spoke, is not waited for again and again).
 Before taking a record past an idle partition, that partition's log end must have been
 asked after the deadline and after the record was fetched: a record already in the log
 when the taken one arrived is never overtaken, however long the partition was idle.
@@ -29,6 +32,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+DORMANT_AFTER = 60.0
+"""Seconds after its last record when an idle partition stops being waited for anew at
+each burst: one producer writing several topics sends each topic's records in its own
+batches, so a burst after a pause may reach one topic a moment before another."""
 
 
 @dataclass(slots=True)
@@ -68,6 +76,7 @@ class Input:
     """The worker's fetch epoch when the log end was asked (records of a later epoch
     arrived after it)."""
     idle_deadline: float | None = None
+    last_record_at: float = float("-inf")
 
     def caught_up(self) -> bool:
         return (not self.buffer and self.position is not None and self.end is not None
@@ -111,10 +120,11 @@ class ArrivalOrder:
         """The fanout partition's next offset to deliver (past markers)."""
         self.cleared_epoch = -1
 
-    def add(self, stream: str, record: Pending) -> None:
+    def add(self, stream: str, record: Pending, now: float = 0.0) -> None:
         inp = self.inputs[stream]
         inp.buffer.append(record)
         inp.idle_deadline = None
+        inp.last_record_at = now
 
     def add_barrier(self, barrier: Barrier) -> None:
         self.barriers.append(barrier)
@@ -157,7 +167,12 @@ class ArrivalOrder:
         if blocked:
             return Wait(tuple(refresh))
         if best is None:
-            return Apply(barrier) if barrier is not None else Wait()
+            if barrier is not None:
+                return Apply(barrier)
+            for inp in idle:  # dry: the next burst waits for the recently active anew
+                if now - inp.last_record_at <= DORMANT_AFTER:
+                    inp.idle_deadline = None
+            return Wait()
         until = None
         for inp in idle:
             if inp.idle_deadline is None:

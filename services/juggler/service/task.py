@@ -85,7 +85,7 @@ class PartitionTask:
 
     # inputs -------------------------------------------------------------------------
 
-    def add(self, stream: str, record: Record, epoch: int) -> None:
+    def add(self, stream: str, record: Record, epoch: int, now: float) -> None:
         """Decode a stream record now: its `ts` decides its place in the order."""
         try:
             event: Event | CodecError = self.w.codec.event_from(
@@ -93,7 +93,7 @@ class PartitionTask:
             ts = event.ts  # type: ignore[union-attr]
         except CodecError as exc:
             event, ts = exc, None
-        self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)))
+        self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)), now)
 
     def add_barrier(self, record: Record) -> None:
         """p's copy of an accepted command, with the log-end offsets it applies at. A

@@ -249,6 +249,7 @@ class JugglerWorker:
 
         from juggler.service.task import Record
 
+        now = time.monotonic()
         for m in messages:
             error = m.error()
             if error is not None:
@@ -265,7 +266,7 @@ class JugglerWorker:
             if stream is not None:
                 task = self.tasks.get(partition)
                 if task is not None:
-                    task.add(stream, record, self._epoch)
+                    task.add(stream, record, self._epoch, now)
             elif topic == self.names.fanout:
                 task = self.tasks.get(partition)
                 if task is not None:
