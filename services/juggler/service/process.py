@@ -1,8 +1,8 @@
 """`juggler worker` as a child process, for the demo, the load benchmark and the tests.
 
-Why a real child process instead of an in-process worker: Faust owns the event loop and
-installs signal handlers, and what users run (and what a SIGKILL test must kill) is the
-process. Settings go through `JUGGLER_*` variables, exactly as a deployment sets them.
+Why a real child process instead of an in-process worker: the worker installs signal
+handlers and exits with status 70 on failure, and what users run (and what a SIGKILL
+test must kill) is the process. Settings go through `JUGGLER_*` variables, exactly as a deployment sets them.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class WorkerProcess:
         self.proc.wait(10)
 
     def stop(self) -> None:
-        """SIGTERM (a clean Faust shutdown), SIGKILL after 30 s."""
+        """SIGTERM (the worker finishes its round and closes), SIGKILL after 30 s."""
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.send_signal(signal.SIGTERM)
