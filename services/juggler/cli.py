@@ -397,6 +397,112 @@ def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: flo
     click.echo(f"\rproduced {done.events:,} events, {done.commands} commands", err=True)
 
 
+def _tail_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in (
+        click.option("--from-beginning", is_flag=True,
+                     help="From the oldest retained record (default: only new ones)."),
+        click.option("--follow", is_flag=True,
+                     help="Keep reading as records come (Ctrl-C to stop)."),
+        click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
+                     help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX)."),
+        bootstrap_option):
+        command = option(command)
+    return command
+
+
+def _print_lines(messages: Any, line: Callable[[Any], Any], limit: int | None) -> None:
+    import json
+
+    shown = 0
+    try:
+        for m in messages:
+            click.echo(json.dumps(line(m), ensure_ascii=False))
+            shown += 1
+            if limit is not None and shown >= limit:
+                return
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command("results")
+@click.argument("query_id", metavar="QUERY")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Stop after N results.")
+@_tail_options
+def results_command(query_id: str, limit: int | None, from_beginning: bool, follow: bool,
+                    topic_prefix: str, bootstrap: str) -> None:
+    """Print QUERY's results as JSON lines (the shared results topic, or its own topic)."""
+    from juggler.codec.avro import Codec
+    from juggler.control.tail import of_query, records, result_line
+    from juggler.service.topic_names import TopicNames
+
+    names, codec, mine = TopicNames(topic_prefix), Codec(), of_query(query_id)
+    own = names.results(query_id)
+    keep = lambda m: m.topic() == own or mine(m)  # noqa: E731
+    _print_lines(records(bootstrap, [names.all_results, own], from_beginning=from_beginning,
+                         follow=follow, keep=keep),
+                 lambda m: result_line(codec, m), limit)
+
+
+@main.command("deadletters")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Stop after N.")
+@_tail_options
+def deadletters_command(limit: int | None, from_beginning: bool, follow: bool,
+                        topic_prefix: str, bootstrap: str) -> None:
+    """Print the dead letters as JSON lines: where each came from, its kind and reason."""
+    from juggler.codec.avro import Codec
+    from juggler.control.tail import dead_letter_line, records
+    from juggler.service.topic_names import TopicNames
+
+    codec = Codec()
+    _print_lines(records(bootstrap, [TopicNames(topic_prefix).deadletter],
+                         from_beginning=from_beginning, follow=follow),
+                 lambda m: dead_letter_line(codec, m), limit)
+
+
+@main.command("status")
+@bootstrap_option
+@click.option("--app-id", envvar="JUGGLER_APP_ID", default="juggler", show_default=True,
+              help="The workers' consumer group (env JUGGLER_APP_ID).")
+@click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
+              help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX).")
+@timeout_option
+def status_command(bootstrap: str, app_id: str, topic_prefix: str, timeout: float) -> None:
+    """One screen: how far the workers are per stream (processed, log end, lag) and the
+    registered queries, with how many are live in every partition."""
+    from collections import defaultdict
+
+    from juggler.codec.avro import Codec
+    from juggler.control.client import ControlError, read_control
+    from juggler.kafka.group_progress import progress
+    from juggler.service.topic_names import TopicNames
+
+    names = TopicNames(topic_prefix)
+    topics = [names.stream(s) for s in Codec().stream_names()] + [names.fanout]
+    try:
+        rows = progress(bootstrap, app_id, topics)
+        view = read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    per_topic: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        totals = per_topic[r.topic]
+        totals[0] += r.committed or 0
+        totals[1] += r.end
+        totals[2] += r.lag
+    width = max([len("TOPIC"), *(len(t) for t in per_topic)])
+    click.echo(f"{'TOPIC':<{width}}  PROCESSED    LOG END      LAG")
+    for topic, (done, end, lag) in per_topic.items():
+        click.echo(f"{topic:<{width}}  {done:>9}  {end:>9}  {lag:>7}")
+    behind = sum(r.lag for r in rows)
+    registered = view.registered()
+    live = sum(1 for q in registered if q.live[1] and q.live[0] >= q.live[1])
+    partitions = max((q.live[1] for q in registered), default=0)
+    click.echo(("caught up" if behind == 0 else f"behind by {behind} records") +
+               f"; {len(registered)} queries registered, {live} live in all "
+               f"{partitions or '?'} partitions; {len(view.queries) - len(registered)} "
+               f"other ids (juggler query list --all)")
+
+
 @main.command("progress")
 @bootstrap_option
 @click.option("--app-id", envvar="JUGGLER_APP_ID", default="juggler", show_default=True,
