@@ -71,7 +71,7 @@ def restore_once(bootstrap: str, prefix: str, workdir: Path) -> tuple[float, flo
     worker.start(timeout=600)
     wall = time.monotonic() - t0
     worker.stop()
-    found = re.findall(r"partition 0 restored in ([0-9.]+)s", worker.logfile.read_text())
+    found = re.findall(r"restored partitions \[0\] in ([0-9.]+)s", worker.logfile.read_text())
     return float(found[-1]), wall
 
 

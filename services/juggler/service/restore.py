@@ -46,7 +46,7 @@ def tasks(worker: Any, fresh: list[Any]) -> None:
             inp.position = _start(committed[tp], starts[tp])
         fanout = (names.fanout, task.partition)
         task.order.barrier_position = _start(committed[fanout], starts[fanout])
-        log.info("partition %d restored in %.2fs", task.partition, time.monotonic() - t0)
+        log.debug("partition %d restored in %.2fs", task.partition, time.monotonic() - t0)
 
 
 def control(worker: Any, task: Any) -> None:

@@ -297,5 +297,5 @@ class PartitionTask:
             events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
             self.engine.restore(key, KeySnapshot(maxts, floor, events))
         self.restored = True
-        log.info("partition %d: restored %d queries, %d keys, %d held events", self.partition,
+        log.debug("partition %d: restored %d queries, %d keys, %d held events", self.partition,
                  len(self.texts), len(state.keys), len(state.events))

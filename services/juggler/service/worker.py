@@ -239,7 +239,12 @@ class JugglerWorker:
 
         fresh = [t for t in self.tasks.values() if not t.restored]
         if fresh:
+            t0 = time.monotonic()
             restore.tasks(self, fresh)
+            log.info("restored partitions %s in %.1fs: %d queries, %d events held",
+                     sorted(t.partition for t in fresh), time.monotonic() - t0,
+                     max((len(t.texts) for t in self.tasks.values()), default=0),
+                     sum(sum(t.engine.held_events().values()) for t in self.tasks.values()))
         if self.control is not None and not self.control.restored:
             restore.control(self, self.control)
         self.ready = self._assigned
