@@ -1,7 +1,9 @@
 """The shared operator must give exactly the naive reference's results, step by step.
 
 Random queries (any subset of three streams, attribute / join / window / in-event
-predicates with factors and offsets that exercise exact arithmetic), random events
+predicates with factors and offsets that exercise exact arithmetic, and comparisons
+whose column cancels out -- `B.x * 0 < 0.5`, `B.s = B.s` -- compiled from their text
+as DESIGN section 2 accepts them), random events
 over two keys arriving out of order within and beyond the allowed lateness, and
 registrations (with and without history) and deregistrations between events, under
 every evaluation order and several bucket widths.
@@ -18,9 +20,11 @@ from juggler.engine.events import EngineConfig, Event, LateEvent
 from juggler.engine.naive import NaiveEngine
 from juggler.engine.operator import JugglerEngine
 from juggler.engine.ordering import STATIC_ORDERS
+from juggler.language import compile_query
 from juggler.language.model import (
     AttributePredicate,
     ColumnRef,
+    ColumnType,
     Op,
     PairPredicate,
     PredicateKind,
@@ -35,12 +39,40 @@ CONSTANTS = st.sampled_from([Fraction(0), Fraction(1), Fraction(-2), Fraction(1,
 FACTORS = st.sampled_from([Fraction(1), Fraction(2), Fraction(-1), Fraction(1, 2), Fraction(1, 3), Fraction(3)])
 NUMERIC_OPS = st.sampled_from(list(Op))
 STRING_OPS = st.sampled_from([Op.EQ, Op.NE])
+CATALOG = {stream: {c: ColumnType.STRING if c == "s" else ColumnType.NUMBER for c in cols}
+           for stream, cols in COLUMNS.items()}
+CONSTANT_TEXTS = st.sampled_from(["0", "1", "-2", "0.5", "1/3", "0.1", "0.3", "1152921504606846977"])
+
+
+def _cancelling_text(draw, stream: str, streams: tuple[str, ...]) -> str:
+    """A comparison whose column cancels out, as a user would write it (DESIGN 2)."""
+    op = draw(NUMERIC_OPS).value
+    if draw(st.booleans()) and stream != "T":
+        col = f"{stream}.s"
+        return f"{col} {draw(STRING_OPS).value} {col}"
+    col = f"{stream}.{draw(st.sampled_from(NUMERIC[stream] + ('ts',)))}"
+    k = draw(CONSTANT_TEXTS)
+    other = draw(st.sampled_from(streams))
+    other_col = f"{other}.{draw(st.sampled_from(NUMERIC[other]))}"
+    return draw(st.sampled_from([
+        f"{col} * 0 {op} {k}",
+        f"{col} - {col} {op} {k}",
+        f"{k} {op} {col} - {col}",
+        f"2 * {col} + {k} {op} {col} * 2",
+        f"{col} {op} {col}",
+        f"{col} - {col} {op} {other_col}",  # a constant side next to another column
+    ]))
 
 
 @st.composite
 def predicates(draw, streams: tuple[str, ...]):
-    kind = draw(st.sampled_from(["attribute", "attribute", "join", "window", "self", "string"]))
+    kind = draw(st.sampled_from(["attribute", "attribute", "join", "window", "self", "string", "cancel"]))
     stream = draw(st.sampled_from(streams))
+    if kind == "cancel":
+        window = " MaxWindow 1s" if len(streams) > 1 else ""
+        text = f"Select * From {', '.join(streams)}{window} Where {_cancelling_text(draw, stream, streams)}"
+        (predicate,) = compile_query("generated", text, CATALOG).predicates
+        return predicate
     if kind == "attribute":
         column = draw(st.sampled_from(NUMERIC[stream] + ("ts",)))
         return AttributePredicate(ColumnRef(stream, column), draw(NUMERIC_OPS), draw(CONSTANTS))

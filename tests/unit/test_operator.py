@@ -128,3 +128,31 @@ def test_nearly_equal_equality_constants_give_each_partner_once() -> None:
         results = _feed(check, *events)
         assert len({repr(r) for r in results}) == len(results), "a result came out twice"
         assert {q for q, _, _ in results} == {"q0", "q1"}
+
+
+def test_comparisons_whose_column_cancels_out_are_true_or_false_as_written() -> None:
+    """DESIGN 2 (issue 12 item 7): `B.x * 0 = 0`, `B.s = B.s` hold on every event; their
+    false forms on none, so a query with one never matches; the reference agrees."""
+    from juggler.engine.naive import NaiveEngine
+
+    queries = [
+        ("zero", "SELECT * FROM B WHERE B.x * 0 = 0"),
+        ("one", "SELECT * FROM B WHERE B.x * 0 = 1"),
+        ("same", "SELECT * FROM B WHERE B.s = B.s"),
+        ("differs", "SELECT * FROM B WHERE B.s != B.s"),
+        ("tiny", "SELECT * FROM B WHERE B.x - B.x < 1e-300"),
+        ("join_false", "SELECT * FROM B, H MAXWINDOW 1s WHERE B.x = H.y and H.y - H.y > 0"),
+        ("join_true", "SELECT * FROM B, H MAXWINDOW 1s WHERE B.x = H.y and H.y - H.y >= 0"),
+    ]
+    events = [("B", 0, {"x": 1e308, "s": "a"}), ("B", 1, {"x": -0.1, "s": ""}),
+              ("H", 2, {"y": -0.1, "s": "b"})]
+    want = [("zero", 0, {"B": 0}), ("same", 0, {"B": 0}), ("tiny", 0, {"B": 0}),
+            ("zero", 1, {"B": 1}), ("same", 1, {"B": 1}), ("tiny", 1, {"B": 1}),
+            ("join_true", 2, {"B": 1, "H": 2})]
+    assert _feed(_engine(*queries), *events) == want
+    reference = NaiveEngine(EngineConfig())
+    for qid, text in queries:
+        reference.register(compile_query(qid, text, CATALOG))
+    got = [(r.query, r.ts, r.sources) for position, (stream, ts, data) in enumerate(events)
+           for r in reference.process(Event(stream, "k", ts, data, position))]
+    assert got == want

@@ -131,6 +131,9 @@ class PairPredicate:
     `left` is the smaller `ColumnRef`, so `T.fluct < 0.5 * B.pressure` and
     `B.pressure > 2 * T.fluct` become the same object. `factor` is never zero. String
     and boolean columns only take `=`/`!=` with factor 1 and offset 0.
+
+    `left == right` (a SELF predicate with factor 1) is a comparison whose column
+    cancelled out (`N.b * 0 = 0`, `U.name = U.name`): true or false whatever the value.
     """
 
     kind: PredicateKind  # JOIN, WINDOW or SELF

@@ -6,7 +6,15 @@ column may be absent). A comparison `a*x + b  op  c*y + d` is then solved:
 * one column (or the same column on both sides): `x op' k` -- an attribute predicate;
 * two columns: `left op factor * right + offset` with `left` the smaller `ColumnRef`,
   so equivalent spellings (`T.fluct < 0.5 * B.pressure`, `B.pressure > 2 * T.fluct`)
-  become equal objects and can share a predicate list.
+  become equal objects and can share a predicate list;
+* a column that cancels out (`N.b * 0 = 0`, `B.x - B.x < 1`, `U.name = U.name`): the
+  comparison is true or false whatever the value (DESIGN section 2). It becomes the
+  per-event (SELF) predicate `x op 1 * x + (d - b)`, which for every finite number (and
+  every string or boolean, with offset 0) holds exactly when `b op d` does, so every
+  engine evaluates it as written with no new predicate kind: a true one lets every
+  event through, a false one none, and the query then never matches. A side whose
+  column cancels (`B.x - B.x`) is a constant next to a column on the other side.
+  A comparison with no column at all (`1 < 2`) is still an error: it names no stream.
 
 Dividing by a coefficient flips the operator when the coefficient is negative. All of
 it is `Fraction` arithmetic on the exact values of the literals, so the normalized
@@ -59,8 +67,9 @@ _ZERO = Fraction(0)
 
 @dataclass(frozen=True)
 class Linear:
-    """`coef * column + const`; `column` is None for a constant. `coef` may be 0 only
-    transiently (`B.x - B.x`), which `_require_column_kept` reports."""
+    """`coef * column + const`; `column` is None for a constant. `coef` is 0 when the
+    column cancels out (`B.x - B.x`, `B.x * 0`); `solve` then treats the side as the
+    constant it is."""
 
     column: ColumnRef | None
     coef: Fraction
@@ -135,11 +144,8 @@ class Normalizer:
             )
         left, right = cmp.left, cmp.right
         if isinstance(left, ColumnName) and isinstance(right, ColumnName):
-            if left.ref == right.ref:
-                raise self.error(
-                    cmp.clause, right.span, "a comparison with a second column or a constant",
-                    f"{self.source(right.span)} again", "the column cancels out",
-                )
+            # The same column twice (`U.name = U.name`) is a per-event predicate that is
+            # always true (`=`) or always false (`!=`).
             a, b = sorted((left.ref, right.ref))
             return PairPredicate(_pair_kind(a, b), a, cmp.op, _ONE, b, _ZERO, cmp.text)
         if isinstance(right, ColumnName):
@@ -155,25 +161,27 @@ class Normalizer:
     def solve(self, cmp: Comparison, left: Linear, right: Linear) -> Predicate:
         """`a*x + b op c*y + d` -> attribute or canonical pair predicate."""
         op = cmp.op
-        x, a, b = left.column, left.coef, left.const
-        y, c, d = right.column, right.coef, right.const
-        if x is None and y is None:
-            raise self.error(
-                cmp.clause, cmp.span, "a column in the comparison",
-                f"only constants in {quote(cmp.text)}",
-            )
+        # A side whose column cancelled (`B.x - B.x`) counts as the constant it is.
+        x = left.column if left.coef != 0 else None
+        y = right.column if right.coef != 0 else None
+        a, b, c, d = left.coef, left.const, right.coef, right.const
         if x is not None and y is not None and x != y:
             return self.pair(cmp, x, a, b, y, c, d)
         # One column (possibly on both sides): (a - c) * col  op  d - b.
         col = x if x is not None else y
-        assert col is not None
         coef = (a if x is not None else _ZERO) - (c if y is not None else _ZERO)
-        if coef == 0:
-            span = right.column_span or left.column_span or cmp.span
-            raise self.error(
-                cmp.clause, span, "a comparison whose column does not cancel out",
-                quote(cmp.text), f"the {col} terms cancel",
-            )
+        if col is None or coef == 0:
+            cancelled = col or left.column or right.column
+            if cancelled is None:
+                raise self.error(
+                    cmp.clause, cmp.span, "a column in the comparison",
+                    f"only constants in {quote(cmp.text)}",
+                )
+            # `b op d` whatever the column's value: as `x op x + (d - b)`, which holds
+            # on every finite x exactly when `b op d` does (DESIGN section 2).
+            offset = d - b
+            self.check_bits(cmp.clause, cmp.span, offset)
+            return PairPredicate(PredicateKind.SELF, cancelled, op, _ONE, cancelled, offset, cmp.text)
         constant = (d - b) / coef
         self.check_bits(cmp.clause, cmp.span, constant)
         return AttributePredicate(col, _divide_op(op, coef), constant, cmp.text)
@@ -197,14 +205,7 @@ class Normalizer:
     # ------------------------------------------------------------------ linear forms
 
     def side(self, expr: Expr, clause: str) -> Linear:
-        form = self.linear(expr, clause)
-        if form.column is not None and form.coef == 0:
-            assert form.column_span is not None
-            raise self.error(
-                clause, form.column_span, "a side whose column does not cancel out",
-                self.source(_span(expr)), f"the {form.column} terms cancel",
-            )
-        return form
+        return self.linear(expr, clause)
 
     def linear(self, expr: Expr, clause: str) -> Linear:
         if isinstance(expr, NumberLit):
