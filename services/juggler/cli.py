@@ -51,12 +51,17 @@ def main() -> None:
 @click.option("--order", default="adaptive", show_default=True,
               type=click.Choice(ORDERS, case_sensitive=False),
               help="Predicate type order: adaptive, or static like AJW.")
+@click.option("--strict", is_flag=True, default=False,
+              help="A query over a stream with no events and no schema is an error "
+                   "(default: a warning).")
 def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
                  retention: int, schemas_dir: Path | None, dead_letters: Path | None,
-                 engine: str, order: str) -> None:
+                 engine: str, order: str, strict: bool) -> None:
     """Evaluate queries over an events file, deterministically, with no Kafka.
 
     Exit status 2 on bad input (malformed JSON, a bad query...), with nothing written.
+    Without --schemas, a query over a stream that has no events is warned about on
+    stderr (an error with --strict).
     """
     from juggler.engine.events import EngineConfig
     from juggler.offline import BadInput, EngineUnavailable, evaluate
@@ -65,7 +70,8 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
                           order=order)
     try:
         summary = evaluate(queries, events, out, config=config, engine=engine,
-                           schemas_dir=schemas_dir, dead_letters=dead_letters)
+                           schemas_dir=schemas_dir, dead_letters=dead_letters, strict=strict,
+                           warn=lambda message: click.echo(f"Warning: {message}", err=True))
     except BadInput as exc:
         click.echo(f"Error: {exc}", err=True)
         raise SystemExit(BAD_INPUT) from None

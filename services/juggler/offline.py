@@ -19,6 +19,11 @@ Decisions where DESIGN is silent:
   schemas of the whole events file (or `--schemas`), not only of the lines before them.
 - An output path whose directory does not exist, or that cannot be written, is bad
   input too (status 2).
+- With inferred schemas (no `--schemas`), a query over a stream with no event in the
+  events file is accepted with a warning naming the query, the stream and the line (a
+  typo in a stream name would otherwise go unnoticed): it has no results, and the
+  columns it uses get the types their use implies. With `strict` it is bad input. With
+  `--schemas` an unknown stream is always an error, as the schemas are the whole list.
 """
 
 from __future__ import annotations
@@ -81,9 +86,14 @@ def make_engine(name: str, config: EngineConfig) -> QueryEngine:
 
 def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = EngineConfig(),
              engine: str = "juggler", schemas_dir: Path | None = None,
-             dead_letters: Path | None = None) -> Summary:
-    """Run `juggler eval`; raises BadInput (with nothing written) on bad input."""
-    from juggler.language import QueryError, compile_query
+             dead_letters: Path | None = None, strict: bool = False,
+             warn: Callable[[str], None] | None = None) -> Summary:
+    """Run `juggler eval`; raises BadInput (with nothing written) on bad input.
+
+    `warn` receives each warning (a query over a stream with no events and no schema);
+    with `strict` that is bad input instead.
+    """
+    from juggler.language import QueryError, compile_query, unknown_streams
 
     query_lines = list(read_checked(queries, parse_query_line))
     schemas = _schemas(events, schemas_dir)
@@ -92,8 +102,20 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
     summary = Summary()
 
     def register(path: Path, line: int, query_id: str, text: str, history: bool) -> list[Result]:
+        query_catalog = catalog
+        if schemas.inferred:
+            stand_ins = unknown_streams(query_id, text, catalog)
+            for stream in stand_ins:
+                message = (f"query {query_id} reads stream {stream!r}, which has no events in "
+                           f"{events} and no schema")
+                if strict:
+                    raise BadInput(path, line, f"{message} (--strict)")
+                if warn is not None:
+                    warn(f"{path}:{line}: {message}; it can have no results "
+                         f"(is the stream name right?)")
+            query_catalog = {**catalog, **stand_ins}
         try:
-            return runner.register(compile_query(query_id, text, catalog), history=history)
+            return runner.register(compile_query(query_id, text, query_catalog), history=history)
         except (QueryError, RegistrationError) as exc:
             raise BadInput(path, line, str(exc)) from None
 

@@ -294,3 +294,92 @@ def test_explicit_avro_schemas(small):
             {"name": "temp", "type": ["null", "double"]}]}))
     assert_bad_input(run_small(small, "--schemas", schemas), small,
                      "B.avsc", "'temp'", "not supported")
+
+
+# -- a query over a stream with no events and no schema (issue 12 item 6) --------------
+
+
+def typo_input(small) -> None:
+    """`hot` is fine; `typo` reads stream Bx (no events), registered on queries line 2;
+    `joined` reads stream Q, registered by events line 2."""
+    _, queries, events, _ = small
+    write_lines(queries, {"id": "hot", "text": "SELECT B.temp FROM B WHERE B.temp > 38"},
+                {"id": "typo", "text": "SELECT Bx.temp FROM Bx WHERE Bx.temp > 38"})
+    write_lines(events, event("B", "p1", 1, temp=39),
+                {"control": "register", "id": "joined",
+                 "text": "SELECT * FROM B, Q MAXWINDOW 1s WHERE B.temp = Q.temp and Q.s = 'a'"},
+                event("B", "p1", 2, temp=40))
+
+
+def test_query_over_a_stream_without_events_is_a_warning(small):
+    _, _, _, out = small
+    typo_input(small)
+    result = run_small(small)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(warnings) == 2, result.stderr
+    assert "queries.jsonl:2:" in warnings[0] and "query typo" in warnings[0]
+    assert "stream 'Bx'" in warnings[0] and "no events in" in warnings[0]
+    assert "events.jsonl:2:" in warnings[1] and "query joined" in warnings[1]
+    assert "stream 'Q'" in warnings[1]
+    assert result.stderr.splitlines()[-1] == "2 events, 2 results, 0 late"
+    assert [r["query"] for r in read_jsonl(out)] == ["hot", "hot"]
+
+
+def test_strict_makes_a_stream_without_events_an_error(small):
+    typo_input(small)
+    assert_bad_input(run_small(small, "--strict"), small, "queries.jsonl:2:", "query typo",
+                     "stream 'Bx'", "no events", "no schema")
+
+
+def test_strict_names_the_events_line_of_a_registered_query(small):
+    _, queries, events, _ = small
+    typo_input(small)
+    write_lines(queries, {"id": "hot", "text": "SELECT B.temp FROM B WHERE B.temp > 38"})
+    assert_bad_input(run_small(small, "--strict"), small, "events.jsonl:2:", "query joined",
+                     "stream 'Q'")
+
+
+def test_strict_accepts_queries_over_streams_with_events(small):
+    _, queries, events, out = small
+    write_lines(queries, {"id": "both", "text": "SELECT * FROM BH MaxWindow 1s"})
+    write_lines(events, event("B", "p1", 1, temp=39), event("H", "p1", 2, vib=1))
+    result = run_small(small, "--strict")
+    assert result.exit_code == 0, result.output
+    assert "Warning" not in result.stderr
+    assert len(read_jsonl(out)) == 1
+
+
+def test_with_schemas_an_unknown_stream_is_still_a_query_error(small):
+    tmp_path, queries, events, _ = small
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "B.avsc").write_text(json.dumps({
+        "type": "record", "name": "B", "fields": [{"name": "temp", "type": "double"}]}))
+    write_lines(queries, {"id": "typo", "text": "SELECT Bx.temp FROM Bx"})
+    write_lines(events, event("B", "p1", 1, temp=39))
+    assert_bad_input(run_small(small, "--schemas", schemas), small, "queries.jsonl:1:",
+                     "expected a known stream (B), found 'Bx'")
+
+
+def test_a_stream_without_events_still_gets_its_query_checked(small):
+    """The stand-in schema takes each column's type from its use; conflicting uses are
+    the same type mismatch a real schema would give."""
+    _, queries, events, _ = small
+    write_lines(queries, {"id": "odd", "text": "SELECT * FROM Z WHERE Z.a = 'x' and Z.a > 1"})
+    write_lines(events, event("B", "p1", 1, temp=39))
+    assert_bad_input(run_small(small), small, "queries.jsonl:1:", "query odd", "type mismatch")
+
+
+def test_stand_in_columns_take_the_type_their_use_implies():
+    from juggler.language import unknown_streams
+
+    N, S, BOOL = ColumnType.NUMBER, ColumnType.STRING, ColumnType.BOOLEAN
+    catalog = {"B": {"temp": N, "alert": S}, "H": {"vib": N}}
+    text = ("SELECT Z.f FROM B, Z MaxWindow 1s WHERE Z.a = 'x' and Z.b = B.temp and Z.c + 1 > 2 "
+            "and Z.d = true and Z.e = Z.a and B.alert = Z.g and Z.ts > B.ts")
+    assert unknown_streams("q", text, catalog) == {
+        "Z": {"a": S, "b": N, "c": N, "d": BOOL, "e": S, "g": S, "f": N}}
+    assert unknown_streams("q", "SELECT * FROM BH MaxWindow 1s", catalog) == {}
+    assert unknown_streams("q", "SELECT * FROM B", catalog) == {}
+    assert unknown_streams("q", "SELECT FROM", catalog) == {}

@@ -277,6 +277,11 @@ class Schemas:
         return schema.conform(record.data)
 
     @property
+    def inferred(self) -> bool:
+        """True when the schemas come from the events (no schemas given up front)."""
+        return not self._fixed
+
+    @property
     def catalog(self) -> dict[str, dict[str, ColumnType]]:
         """Stream -> column -> type, the form `compile_query` checks queries against."""
         return {name: dict(schema.columns) for name, schema in self._streams.items()}

@@ -7,7 +7,7 @@
 only entry point a caller needs; every user error is a `QueryError`.
 """
 
-from .compiler import Limits, compile_query
+from .compiler import Limits, compile_query, unknown_streams
 from .errors import QueryError
 from .model import (
     MAX_CONSTANT_BITS,
@@ -27,6 +27,7 @@ from .model import (
 
 __all__ = [
     "compile_query",
+    "unknown_streams",
     "Limits",
     "QueryError",
     "MAX_CONSTANT_BITS",

@@ -15,7 +15,8 @@ from typing import Iterable
 from .errors import QueryError, position, quote
 from .model import TIMESTAMP, Catalog, ColumnRef, ColumnType, Predicate, Query
 from .normalize import Normalizer
-from .parser import ColumnName, Span, SyntaxQuery, parse
+from .parser import (BoolLit, ColumnName, Comparison, Product, Signed, Span, StringLit, Sum,
+                     SyntaxQuery, parse)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,80 @@ def compile_query(query_id: str, text: str, catalog: Catalog, limits: Limits = L
         )
     syntax = parse(text, query_id)
     return _Compiler(query_id, syntax, catalog, limits).compile()
+
+
+def unknown_streams(query_id: str, text: str, catalog: Catalog,
+                    limits: Limits = Limits()) -> dict[str, dict[str, ColumnType]]:
+    """The FROM items of a query that name no stream of `catalog`, with stand-in schemas.
+
+    For a caller whose catalog is only what it has seen (`juggler eval` infers schemas
+    from the events): such a stream has no events, so the query can have no result, but
+    the caller may still accept it (with a warning) by compiling against the catalog plus
+    these stand-ins. A FROM item that is a concatenation of known streams (`BH`) is not
+    unknown. Each column the query uses takes the type its use implies: compared with a
+    string, `true`/`false` or a typed column, that type; otherwise a number. Conflicting
+    uses are then the compiler's type mismatch, as with a real schema. Text that does not
+    parse or is too long gives {} (compiling it reports the error).
+    """
+    if len(text) > limits.max_length:
+        return {}
+    try:
+        syntax = parse(text, query_id)
+    except QueryError:
+        return {}
+    unknown = {item.name: {} for item in syntax.streams
+               if item.name not in catalog and not _splits(item.name, catalog)}
+    if not unknown:
+        return {}
+    comparisons = syntax.window + syntax.where
+
+    def typed(col: ColumnName) -> ColumnType | None:
+        stream, column = col.ref.stream, col.ref.column
+        if column == TIMESTAMP:
+            return ColumnType.NUMBER
+        columns = unknown.get(stream, catalog.get(stream, {}))
+        return ColumnType(columns[column]) if column in columns else None
+
+    def settle(cmp: Comparison, copy_columns: bool) -> None:
+        for mine, other in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
+            if not isinstance(mine, ColumnName) or mine.ref.stream not in unknown:
+                continue
+            if isinstance(other, StringLit):
+                found = ColumnType.STRING
+            elif isinstance(other, BoolLit):
+                found = ColumnType.BOOLEAN
+            elif isinstance(other, ColumnName):
+                found = typed(other) if copy_columns else None
+            else:
+                found = ColumnType.NUMBER
+            if found is not None and mine.ref.column != TIMESTAMP:
+                unknown[mine.ref.stream].setdefault(mine.ref.column, found)
+
+    for cmp in comparisons:
+        settle(cmp, copy_columns=False)
+    for _ in range(2):  # a column compared with one typed by the first pass
+        for cmp in comparisons:
+            settle(cmp, copy_columns=True)
+    used = [*(syntax.select or ()), *_columns_in(comparisons)]
+    for col in used:
+        if col.ref.stream in unknown and col.ref.column != TIMESTAMP:
+            unknown[col.ref.stream].setdefault(col.ref.column, ColumnType.NUMBER)
+    return unknown
+
+
+def _columns_in(comparisons: Iterable[Comparison]) -> Iterable[ColumnName]:
+    """Every column written in the comparisons, at any depth."""
+    stack: list = [side for cmp in comparisons for side in (cmp.left, cmp.right)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ColumnName):
+            yield node
+        elif isinstance(node, Signed):
+            stack.append(node.operand)
+        elif isinstance(node, Sum):
+            stack.extend(term for _, term in node.terms)
+        elif isinstance(node, Product):
+            stack.extend(factor for _, factor in node.factors)
 
 
 class _Compiler:
