@@ -148,6 +148,18 @@ def timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
                         )(command)
 
 
+def topic_prefix_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
+                        help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX)."
+                        )(command)
+
+
+def app_id_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--app-id", envvar="JUGGLER_APP_ID", default="juggler",
+                        show_default=True,
+                        help="The workers' consumer group (env JUGGLER_APP_ID).")(command)
+
+
 @main.command("broker")
 @click.option("--data-dir", default=None, metavar="DIR",
               type=click.Path(file_okay=False, path_type=Path),
@@ -204,12 +216,6 @@ def query_group() -> None:
     """Register, deregister and inspect queries on the control topic."""
 
 
-def query_prefix_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
-                        help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX)."
-                        )(command)
-
-
 def _submit(bootstrap: str, command: Any, wait: bool, timeout: float,
             topic_prefix: str = "") -> None:
     """Send `command`; with `wait`, until it is live in every partition (or rejected)."""
@@ -249,7 +255,7 @@ def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-wait", is_flag=True,
               help="Do not wait for the status (nor for the query to be live).")
 @bootstrap_option
-@query_prefix_option
+@topic_prefix_option
 @timeout_option
 def query_register(query_id: str | None, text: str | None, file: Any, history: bool,
                    own_topic: bool, no_wait: bool, bootstrap: str, topic_prefix: str,
@@ -313,7 +319,7 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
 @click.argument("query_id", metavar="ID", callback=_query_id)
 @click.option("--no-wait", is_flag=True, help="Do not wait for the command's status.")
 @bootstrap_option
-@query_prefix_option
+@topic_prefix_option
 @timeout_option
 def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix: str,
                      timeout: float) -> None:
@@ -329,7 +335,7 @@ def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix:
                    "pending (no status yet) or deregistered.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @bootstrap_option
-@query_prefix_option
+@topic_prefix_option
 @timeout_option
 def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: str,
                timeout: float) -> None:
@@ -351,7 +357,7 @@ def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: st
 @click.argument("query_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @bootstrap_option
-@query_prefix_option
+@topic_prefix_option
 @timeout_option
 def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
                timeout: float) -> None:
@@ -374,8 +380,7 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
 @click.option("--events", "events", required=True, metavar="FILE",
               help="JSON lines in the format of `juggler eval` ('-' for standard input).")
 @bootstrap_option
-@click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
-              help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX).")
+@topic_prefix_option
 @timeout_option
 def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: float) -> None:
     """Produce an events file to the stream topics, in order; a control line is sent
@@ -409,8 +414,7 @@ def _tail_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="From the oldest retained record (default: only new ones)."),
         click.option("--follow", is_flag=True,
                      help="Keep reading as records come (Ctrl-C to stop)."),
-        click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
-                     help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX)."),
+        topic_prefix_option,
         bootstrap_option):
         command = option(command)
     return command
@@ -467,10 +471,8 @@ def deadletters_command(limit: int | None, from_beginning: bool, follow: bool,
 
 @main.command("status")
 @bootstrap_option
-@click.option("--app-id", envvar="JUGGLER_APP_ID", default="juggler", show_default=True,
-              help="The workers' consumer group (env JUGGLER_APP_ID).")
-@click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
-              help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX).")
+@app_id_option
+@topic_prefix_option
 @timeout_option
 def status_command(bootstrap: str, app_id: str, topic_prefix: str, timeout: float) -> None:
     """One screen: how far the workers are per stream (processed, log end, lag) and the
@@ -511,10 +513,8 @@ def status_command(bootstrap: str, app_id: str, topic_prefix: str, timeout: floa
 
 @main.command("progress")
 @bootstrap_option
-@click.option("--app-id", envvar="JUGGLER_APP_ID", default="juggler", show_default=True,
-              help="The workers' consumer group (env JUGGLER_APP_ID).")
-@click.option("--topic-prefix", envvar="JUGGLER_TOPIC_PREFIX", default="",
-              help="The deployment's topic prefix (env JUGGLER_TOPIC_PREFIX).")
+@app_id_option
+@topic_prefix_option
 @click.option("--wait", is_flag=True,
               help="Wait until everything produced before this call is processed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
