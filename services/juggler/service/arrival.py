@@ -78,10 +78,6 @@ class Input:
     idle_deadline: float | None = None
     last_record_at: float = float("-inf")
 
-    def caught_up(self) -> bool:
-        return (not self.buffer and self.position is not None and self.end is not None
-                and self.position >= self.end)
-
     def next_offset(self) -> int | None:
         """The offset of the next record to take: everything below it is processed."""
         return self.buffer[0].offset if self.buffer else self.position
