@@ -28,6 +28,7 @@ from juggler.codec.avro import Codec, CodecError
 from juggler.control.commands import (ACCEPTED, REGISTER, REJECTED, Command,
                                       CommandStatus)
 from juggler.kafka.names import CONTROL, CONTROL_STATUS, validate_query_id
+from juggler.kafka.offsets import log_ends
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -405,16 +406,12 @@ def _require_topic(client: Any, topic: str, timeout: float) -> int:
 
 
 def _end_offsets(bootstrap: str, topic: str, timeout: float) -> dict[int, int]:
-    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
 
-    consumer = _consumer(bootstrap)
-    try:
-        count = _require_topic(consumer, topic, timeout)
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                  timeout=timeout)[1]
-                for p in range(count)}
-    finally:
-        consumer.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    count = _require_topic(admin, topic, timeout)
+    ends = log_ends(admin, [(topic, p) for p in range(count)], timeout)
+    return {p: end for (_, p), end in ends.items()}
 
 
 def _find(bootstrap: str, topic: str, start: dict[int, int], deadline: float,

@@ -34,6 +34,7 @@ import yaml
 from juggler.kafka.names import (CONTROL, CONTROL_FANOUT, CONTROL_STATUS, DEADLETTER,
                                  RESULTS_PREFIX, InvalidName, results_topic,
                                  stream_of_topic, stream_topic, validate_query_id)
+from juggler.kafka.offsets import log_ends
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -325,7 +326,7 @@ def apply_specs(admin: AdminClient, specs: Iterable[TopicSpec], *,
 
 
 def _wait_described(admin: AdminClient, created: list[str], timeout: float) -> None:
-    """Until the broker describes every created topic with a leader for each partition.
+    """Until every created topic has a leader for each partition that answers offsets.
 
     CreateTopics answers when the controller has recorded the topic, before every broker
     serves it: a client that lists offsets right after got UNKNOWN_TOPIC_OR_PART or
@@ -347,6 +348,9 @@ def _wait_described(admin: AdminClient, created: list[str], timeout: float) -> N
                 raise TopicsError(f"created but not served within {timeout:g}s: "
                                   f"{', '.join(sorted(waiting))}")
             time.sleep(0.1)
+    partitions = [(name, p) for name in created
+                  for p in admin.list_topics(name, timeout=timeout).topics[name].partitions]
+    log_ends(admin, partitions, max(deadline - time.monotonic(), 1.0))
 
 
 def _align_configs(admin: AdminClient, specs: list[TopicSpec], report: ApplyReport,
