@@ -46,6 +46,16 @@ class Result:
                 tuple(sorted((k, repr(v)) for k, v in self.row.items())))
 
 
+@dataclass(frozen=True)
+class KeySnapshot:
+    """What must survive a restart for one key: its `maxts`, its floor and its held
+    events in arrival order (the Kafka worker keeps these in the state topic)."""
+
+    maxts: int | None
+    floor: int | None
+    events: list[Event]
+
+
 class LateEvent(Exception):
     """Raised by `process` for an event older than `maxts - allowed_lateness` of its key.
 

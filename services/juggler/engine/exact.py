@@ -14,7 +14,7 @@ import math
 from fractions import Fraction
 from typing import Union
 
-from juggler.language.model import Op
+from juggler.language.model import AttributePredicate, Op, PairPredicate
 
 Number = Union[int, float]
 Key = Union[int, float, Fraction, str, bool]
@@ -78,3 +78,22 @@ def float_difference(x: Number, factor: float, y: Number) -> tuple[float, float]
     product = factor * y
     diff = x - product
     return diff, (abs(x) + 2.0 * abs(product) + abs(diff)) * _BAND + 1e-300
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def attribute_holds(predicate: AttributePredicate, x: object) -> bool:
+    """DESIGN 2, exactly: a number becomes a Fraction (exact for ints and doubles), so
+    `x op constant` is decided without rounding; strings and booleans compare as they are."""
+    if is_number(x) and isinstance(predicate.constant, Fraction):
+        return predicate.op.holds(Fraction(x), predicate.constant)
+    return predicate.op.holds(x, predicate.constant)
+
+
+def pair_holds(predicate: PairPredicate, x: object, y: object) -> bool:
+    """`x op factor * y + offset` in exact arithmetic (or as written, for strings)."""
+    if is_number(x) and is_number(y):
+        return predicate.op.holds(Fraction(x), predicate.factor * Fraction(y) + predicate.offset)
+    return predicate.op.holds(x, y)

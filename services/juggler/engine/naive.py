@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Iterator
 
 from juggler.engine.events import (EngineConfig, Event, LateEvent, RegistrationError,
                                    Result)
+from juggler.engine.exact import attribute_holds, pair_holds
 from juggler.language.model import TIMESTAMP, AttributePredicate, Predicate, Query
 
 
@@ -188,25 +188,12 @@ def _value(event: Event, column: str) -> Any:
     return event.ts if column == TIMESTAMP else event.data[column]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _holds(predicate: Predicate, events: dict[str, Event]) -> bool:
-    """DESIGN 2: evaluate exactly. Numbers become Fractions (exact for ints and doubles),
-    so `x op factor * y + offset` is decided without rounding; strings and booleans are
-    compared as they are."""
+    """DESIGN 2: evaluate exactly (`juggler.engine.exact`)."""
     if isinstance(predicate, AttributePredicate):
-        x = _value(events[predicate.column.stream], predicate.column.column)
-        if _is_number(x) and isinstance(predicate.constant, Fraction):
-            return predicate.op.holds(Fraction(x), predicate.constant)
-        return predicate.op.holds(x, predicate.constant)
-    x = _value(events[predicate.left.stream], predicate.left.column)
-    y = _value(events[predicate.right.stream], predicate.right.column)
-    if _is_number(x) and _is_number(y):
-        return predicate.op.holds(Fraction(x),
-                                  predicate.factor * Fraction(y) + predicate.offset)
-    return predicate.op.holds(x, y)
+        return attribute_holds(predicate, _value(events[predicate.column.stream], predicate.column.column))
+    return pair_holds(predicate, _value(events[predicate.left.stream], predicate.left.column),
+                      _value(events[predicate.right.stream], predicate.right.column))
 
 
 def _make_result(query: Query, key: str, events: dict[str, Event]) -> Result:

@@ -7,13 +7,13 @@ import with what to run rather than falling back to a slower copy of the same co
 from __future__ import annotations
 
 try:
-    from juggler_native import CandidateFilter, PairRange, WindowTable
+    from juggler_native import CandidateFilter, Operator, PairRange, WindowTable
 except ImportError as exc:  # pragma: no cover - only without a build
     raise ImportError(
         "juggler_native, the operator's Rust core, is not installed: run bin/setup "
         "(it builds services/juggler_native with maturin; see its README)") from exc
 
-__all__ = ["CandidateFilter", "PairRange", "WindowTable", "candidate_filter"]
+__all__ = ["CandidateFilter", "Operator", "PairRange", "WindowTable", "candidate_filter"]
 
 
 def candidate_filter(joins, windows, table: WindowTable) -> CandidateFilter:

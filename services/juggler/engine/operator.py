@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator
 from juggler.engine.events import (
     EngineConfig,
     Event,
+    KeySnapshot,
     LateEvent,
     RegistrationError,
     Result,
@@ -46,13 +47,6 @@ from juggler.language.model import TIMESTAMP, PredicateKind, Query
 
 _SAMPLED_CANDIDATES = 4  # candidates per sampled partner stream whose filters are measured
 _SLACK = 2.0**-40  # relative widening of float JES bounds; the exact filter decides
-
-
-@dataclass(frozen=True)
-class KeySnapshot:
-    maxts: int | None
-    floor: int | None
-    events: list[Event]
 
 
 @dataclass(frozen=True, slots=True)

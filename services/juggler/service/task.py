@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
-from juggler.engine.events import EngineConfig, Event, LateEvent, RegistrationError, Result
-from juggler.engine.operator import JugglerEngine, KeySnapshot
+from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
+                                   RegistrationError, Result)
+from juggler.engine.operator import JugglerEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.service import held_state
 from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait

@@ -14,9 +14,15 @@
 //! it to `juggler.engine` as the `juggler_native` module.
 
 pub mod bisect;
+pub mod lists;
+pub mod operator;
+pub mod store;
+pub mod value;
 pub mod mask;
 pub mod pair_range;
 pub mod window;
 
+#[cfg(feature = "python")]
+mod py_operator;
 #[cfg(feature = "python")]
 mod python;

@@ -470,6 +470,7 @@ impl CandidateFilter {
 
 #[pymodule]
 fn juggler_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<crate::py_operator::PyOperator>()?;
     m.add_class::<PyPairRange>()?;
     m.add_class::<PyWindowTable>()?;
     m.add_class::<CandidateFilter>()?;

@@ -1,0 +1,179 @@
+"""The Juggler operator with its state and per-event path in Rust (issue 10).
+
+Python keeps the language: this module compiles each query into the tuples
+`juggler_native.Operator.register` takes, computing every threshold exactly here
+(`juggler.engine.exact`), and answers the operator's exact fallback, the rare
+comparison that doubles cannot decide (a difference within rounding of a constant,
+an int beyond 64 bits), with rational arithmetic. Everything per event (attribute
+masks, held events by key and stream, time-range retrieval, join and window lists,
+MAXWINDOW, results) runs in Rust, one boundary crossing per event or per batch.
+
+The operator assumes what every driver gives it: within a stream, positions grow
+with arrival (line numbers offline, offsets of one partition on Kafka), so results
+are ordered by arrival where DESIGN orders them by position.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
+                                   RegistrationError, Result)
+from juggler.engine.exact import (attribute_holds, equality_key, lower_threshold,
+                                  pair_holds, to_float, upper_threshold)
+from juggler.engine.native import Operator
+from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
+                                    Query)
+
+_LOWER = (Op.GT, Op.GE)
+_UPPER = (Op.LT, Op.LE)
+_I64 = 2**63
+
+
+class NativeEngine:
+    """The shared operator. See `QueryEngine` for the contract of each method."""
+
+    def __init__(self, config: EngineConfig = EngineConfig()) -> None:
+        self.config = config
+        self._op = Operator(config.retention, config.allowed_lateness, Result, self._exact)
+        self._queries: dict[str, Query] = {}
+        self._bits: dict[str, int] = {}
+        self._pred_ids: dict[Predicate, int] = {}
+        self._preds: list[Predicate] = []
+
+    @property
+    def queries(self) -> dict[str, Query]:
+        return dict(self._queries)
+
+    @property
+    def horizon(self) -> int:
+        return self._op.horizon
+
+    @horizon.setter
+    def horizon(self, value: int) -> None:
+        self._op.horizon = value
+
+    def register(self, query: Query, history: bool = False) -> list[Result]:
+        if query.id in self._queries:
+            raise RegistrationError(f"query {query.id!r} is already registered")
+        select = None if query.select is None else [
+            (str(c), c.stream, c.column) for c in query.select]
+        preds = [self._compile(p) for p in query.predicates]
+        bit = self._op.register(query.id, list(query.streams), query.window, preds, select)
+        self._queries[query.id] = query
+        self._bits[query.id] = bit
+        if not history:
+            return []
+        # By position across keys too: arrival numbers are per engine, and a restored
+        # engine numbers its keys' events one key after another.
+        return sorted(self._op.history(bit), key=lambda r: tuple(r.sources.values()))
+
+    def deregister(self, query_id: str) -> None:
+        if query_id not in self._queries:
+            raise RegistrationError(f"query {query_id!r} is not registered")
+        del self._queries[query_id]
+        self._op.deregister(self._bits.pop(query_id))
+
+    def process(self, event: Event) -> list[Result]:
+        out = self._op.process(event)
+        if type(out) is int:
+            raise LateEvent(event, out, self.config.allowed_lateness)
+        return out
+
+    def process_batch(self, events: list[Event]) -> list[list[Result] | LateEvent]:
+        """`process` for each event, crossing into Rust once: per event its results,
+        or the LateEvent it would have raised."""
+        lateness = self.config.allowed_lateness
+        return [LateEvent(e, out, lateness) if type(out) is int else out
+                for e, out in zip(events, self._op.process_batch(events))]
+
+    def snapshot(self, key: str) -> KeySnapshot | None:
+        """What must survive a restart for one key (see `KeySnapshot`)."""
+        found = self._op.snapshot(key)
+        if found is None:
+            return None
+        maxts, floor, held = found
+        return KeySnapshot(maxts, floor, [Event(s, key, ts, data, pos) for s, ts, data, pos in held])
+
+    def restore(self, key: str, snapshot: KeySnapshot) -> None:
+        self._op.restore(key, snapshot.maxts, snapshot.floor, snapshot.events)
+
+    def key_bounds(self, key: str) -> tuple[int | None, int | None] | None:
+        """(maxts, floor) of a key, None for a key never seen."""
+        return self._op.key_bounds(key)
+
+    def held_events(self) -> dict[str, int]:
+        return self._op.held_events()
+
+    def stats(self) -> dict[str, int]:
+        """Events, candidates (held events examined as partners), join/window list
+        probes and results since creation: the benchmark's work counters."""
+        return self._op.stats()
+
+    # compiling ------------------------------------------------------------------------
+
+    def _id(self, predicate: Predicate) -> int:
+        found = self._pred_ids.get(predicate)
+        if found is None:
+            found = self._pred_ids[predicate] = len(self._preds)
+            self._preds.append(predicate)
+        return found
+
+    def _exact(self, pred: int, left: Any, right: Any) -> bool:
+        predicate = self._preds[pred]
+        if isinstance(predicate, AttributePredicate):
+            return attribute_holds(predicate, left)
+        return pair_holds(predicate, left, right)
+
+    def _compile(self, p: Predicate) -> tuple:
+        op = self._op
+        if isinstance(p, AttributePredicate):
+            stream, slot = op.slot(p.column.stream, p.column.column)
+            k = p.constant
+            if isinstance(k, Fraction) and p.op in _LOWER:
+                return ("range", self._id(p), stream, slot, True, lower_threshold(p.op, k),
+                        _int_threshold(p.op, k))
+            if isinstance(k, Fraction) and p.op in _UPPER:
+                return ("range", self._id(p), stream, slot, False, upper_threshold(p.op, k),
+                        _int_threshold(p.op, k))
+            return ("eq", self._id(p), stream, slot, p.op is Op.EQ, _eq_constant(k))
+        left = op.slot(p.left.stream, p.left.column)
+        right = op.slot(p.right.stream, p.right.column)
+        factor = (to_float(p.factor),
+                  int(p.factor) if p.factor.denominator == 1 and abs(p.factor) < _I64 else None)
+        o = p.offset
+        if p.op in _LOWER or p.op in _UPPER:
+            return ("prange", self._id(p), *left, *right, p.op in _LOWER, *factor, to_float(o),
+                    _int_threshold(p.op, o))
+        return ("peq", self._id(p), *left, *right, p.op is Op.EQ, *factor,
+                ("d", to_float(o), int(o) if o.denominator == 1 else None))
+
+
+def _int_threshold(op: Op, k: Fraction) -> int:
+    """The int T such that an int (or an exact int difference) v satisfies `v op k`
+    iff v >= T (`>`, `>=`) or v <= T (`<`, `<=`)."""
+    if op is Op.GT:
+        return math.floor(k) + 1
+    if op is Op.GE:
+        return math.ceil(k)
+    if op is Op.LT:
+        return math.ceil(k) - 1
+    return math.floor(k)
+
+
+def _eq_constant(k: Any) -> tuple:
+    """How the operator hashes an `=`/`!=` constant: ints and integral doubles alike
+    (Python's `1 == 1.0`), never for a rational no event value can equal."""
+    if isinstance(k, bool):
+        return ("b", k)
+    if isinstance(k, str):
+        return ("s", k)
+    key = equality_key(k)
+    if key is None:
+        return ("never",)
+    if isinstance(key, int) and -_I64 <= key < _I64:
+        return ("i", key)
+    near = float(key) if abs(key) < 2**1024 else math.inf
+    return ("f", near) if near == key else ("never",)

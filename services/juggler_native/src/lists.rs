@@ -1,0 +1,440 @@
+//! Predicate lists (DESIGN section 6): similar predicates share a list, and one probe
+//! per list yields, as a query mask, every query whose predicate in it fails.
+//!
+//! Every list answers exactly what the predicates say (DESIGN section 2). Python
+//! computes, once per predicate, the thresholds that make a comparison of a double or
+//! a 64-bit int exact (`juggler.engine.native_engine`); a pair difference
+//! `d = l - f*r` is exact in i128 when both values are ints and `f` an integer, and is
+//! otherwise computed in doubles with an error bound; whatever the bound cannot decide
+//! (a difference within rounding of a constant, an int beyond 64 bits) goes to
+//! `Exact`, which Python answers with rational arithmetic.
+
+use std::collections::HashMap;
+
+use crate::value::{NumKey, V, num_key};
+
+/// The exact fallback: whether predicate `pred` holds on these values.
+pub trait Exact {
+    fn attr(&mut self, pred: u32, v: &V) -> bool;
+    fn pair(&mut self, pred: u32, l: &V, r: &V) -> bool;
+}
+
+/// Relative error allowed for `x - f*y` computed in doubles (`exact._BAND`), doubled
+/// to cover the rounding of the constant it is compared with.
+const BAND: f64 = 1.0 / (1u64 << 47) as f64;
+
+pub fn or_into(out: &mut [u64], src: &[u64]) {
+    for (o, s) in out.iter_mut().zip(src) {
+        *o |= s;
+    }
+}
+
+/// The factor of a pair list `l op f*r + o`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Factor {
+    pub f: f64,
+    /// `f` when it is an integer that fits 64 bits: pairs of ints are then exact in i128.
+    pub int: Option<i64>,
+}
+
+/// A difference `l - f*r`: exact, or a double with a bound on its error.
+enum Diff {
+    Int(i128),
+    Float(f64, f64),
+    /// An int beyond 64 bits or a value of another type: only `Exact` can tell.
+    Unknown,
+    /// A value that satisfies nothing (a missing column).
+    Fails,
+    /// Two strings or booleans: equal or not.
+    Equal(bool),
+}
+
+fn diff(factor: Factor, l: &V, r: &V) -> Diff {
+    match (l, r) {
+        (V::Missing, _) | (_, V::Missing) => Diff::Fails,
+        (V::X(_), _) | (_, V::X(_)) => Diff::Unknown,
+        (V::I(a), V::I(b)) if factor.int.is_some() => {
+            Diff::Int(*a as i128 - factor.int.unwrap() as i128 * *b as i128)
+        }
+        (V::I(_) | V::F(_), V::I(_) | V::F(_)) => {
+            let (x, y) = (l.as_f64().unwrap(), r.as_f64().unwrap());
+            let product = factor.f * y;
+            let d = x - product;
+            let err = (x.abs() + 2.0 * product.abs() + d.abs()) * BAND + 1e-300;
+            if d.is_finite() && err.is_finite() { Diff::Float(d, err) } else { Diff::Unknown }
+        }
+        _ => match l.py_eq(r) {
+            Some(eq) => Diff::Equal(eq),
+            None => Diff::Unknown,
+        },
+    }
+}
+
+fn count_le<T: PartialOrd>(v: &[T], x: &T) -> usize {
+    v.partition_point(|t| t <= x)
+}
+
+fn count_lt<T: PartialOrd>(v: &[T], x: &T) -> usize {
+    v.partition_point(|t| t < x)
+}
+
+#[derive(Clone, Debug)]
+pub struct RangeEntry {
+    pub pred: u32,
+    /// Attribute list: the double threshold (`v >= tf` or `v <= tf` decides exactly for
+    /// doubles). Pair list: the constant `o` rounded to the nearest double.
+    pub tf: f64,
+    /// The integer threshold: an int (or an exact int difference) satisfies the
+    /// predicate iff it is `>= ti` (lower) or `<= ti` (upper).
+    pub ti: i128,
+    pub mask: Vec<u64>,
+}
+
+/// `>`/`>=` (lower: satisfied above the constants) or `<`/`<=` predicates on one
+/// column (attribute) or on one difference `l - f*r` (pair), sorted by threshold.
+#[derive(Clone, Debug)]
+pub struct RangeList {
+    pub lower: bool,
+    pub factor: Option<Factor>,
+    pub entries: Vec<RangeEntry>,
+    tf: Vec<f64>,
+    ti: Vec<i128>,
+    /// Row p (stride nw): the queries failing when the value sits at position p:
+    /// entries[p..] for a lower list, entries[..p] for an upper one.
+    table: Vec<u64>,
+    nw: usize,
+}
+
+impl RangeList {
+    pub fn new(lower: bool, factor: Option<Factor>) -> Self {
+        RangeList { lower, factor, entries: Vec::new(), tf: Vec::new(), ti: Vec::new(), table: Vec::new(), nw: 0 }
+    }
+
+    pub fn rebuild(&mut self, nw: usize) {
+        self.entries.sort_by(|a, b| a.tf.total_cmp(&b.tf).then(a.ti.cmp(&b.ti)));
+        self.tf = self.entries.iter().map(|e| e.tf).collect();
+        self.ti = self.entries.iter().map(|e| e.ti).collect();
+        let n = self.entries.len();
+        self.nw = nw;
+        self.table = vec![0; (n + 1) * nw];
+        if self.lower {
+            for p in (0..n).rev() {
+                let (head, tail) = self.table.split_at_mut((p + 1) * nw);
+                let row = &mut head[p * nw..];
+                row.copy_from_slice(&tail[..nw]);
+                or_into(row, &self.entries[p].mask);
+            }
+        } else {
+            for p in 1..=n {
+                let (head, tail) = self.table.split_at_mut(p * nw);
+                let row = &mut tail[..nw];
+                row.copy_from_slice(&head[(p - 1) * nw..]);
+                or_into(row, &self.entries[p - 1].mask);
+            }
+        }
+    }
+
+    fn row(&self, p: usize) -> &[u64] {
+        &self.table[p * self.nw..(p + 1) * self.nw]
+    }
+
+    fn fail_all(&self, out: &mut [u64]) {
+        or_into(out, self.row(if self.lower { 0 } else { self.entries.len() }));
+    }
+
+    fn at_int(&self, d: i128, out: &mut [u64]) {
+        let p = if self.lower { count_le(&self.ti, &d) } else { count_lt(&self.ti, &d) };
+        or_into(out, self.row(p));
+    }
+
+    fn ask(&self, out: &mut [u64], range: std::ops::Range<usize>, mut holds: impl FnMut(u32) -> bool) {
+        for e in &self.entries[range] {
+            if !holds(e.pred) {
+                or_into(out, &e.mask);
+            }
+        }
+    }
+
+    /// OR into `out` the queries whose predicate in this attribute list `v` fails.
+    pub fn attr_fail(&self, v: &V, out: &mut [u64], exact: &mut dyn Exact) {
+        match v {
+            V::I(i) => self.at_int(*i as i128, out),
+            V::F(f) => {
+                let p = if self.lower { count_le(&self.tf, f) } else { count_lt(&self.tf, f) };
+                or_into(out, self.row(p));
+            }
+            V::X(_) => self.ask(out, 0..self.entries.len(), |pred| exact.attr(pred, v)),
+            _ => self.fail_all(out),
+        }
+    }
+
+    /// OR into `out` the queries whose predicate `l - f*r op o` fails.
+    pub fn pair_fail(&self, l: &V, r: &V, out: &mut [u64], exact: &mut dyn Exact) {
+        match diff(self.factor.expect("a pair list"), l, r) {
+            Diff::Int(d) => self.at_int(d, out),
+            Diff::Float(d, err) => {
+                let margin = err + d.abs() * BAND;
+                // entries[..lo]: o < d; entries[hi..]: o > d; between: too close to tell.
+                let lo = count_lt(&self.tf, &(d - margin));
+                let hi = count_le(&self.tf, &(d + margin));
+                or_into(out, self.row(if self.lower { hi } else { lo }));
+                self.ask(out, lo..hi, |pred| exact.pair(pred, l, r));
+            }
+            Diff::Unknown => self.ask(out, 0..self.entries.len(), |pred| exact.pair(pred, l, r)),
+            Diff::Fails | Diff::Equal(_) => self.fail_all(out),
+        }
+    }
+}
+
+/// What an `=` or `!=` predicate compares with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EqConst {
+    Num(NumKey),
+    Str(Box<str>),
+    Bool(bool),
+    /// A rational that is neither an int nor a double: no value equals it.
+    Never,
+    /// A pair list's constant `o`: its nearest double, and the int it is if integral.
+    Diff(f64, Option<i128>),
+}
+
+#[derive(Clone, Debug)]
+pub struct EqEntry {
+    pub pred: u32,
+    pub eq: bool,
+    pub constant: EqConst,
+    pub mask: Vec<u64>,
+}
+
+/// `=` and `!=` predicates on one column (attribute) or one difference (pair): a hash
+/// lookup of the value gives the failing queries (CACQ's grouped filter).
+#[derive(Clone, Debug, Default)]
+pub struct EqList {
+    pub factor: Option<Factor>,
+    pub entries: Vec<EqEntry>,
+    /// Queries failing when the value equals no constant (every `=` predicate).
+    eq_all: Vec<u64>,
+    /// Every query of the list (a missing column fails them all).
+    all: Vec<u64>,
+    /// Per constant: (queries failing when the value equals it).
+    nums: HashMap<NumKey, Vec<u64>>,
+    strs: HashMap<Box<str>, Vec<u64>>,
+    bools: [Option<Vec<u64>>; 2],
+    ints: HashMap<i128, Vec<u64>>,
+    /// Pair lists, doubles: entries in order of `o`, with the `=` queries failing on
+    /// either side of a position (prefix and suffix rows, stride nw).
+    order: Vec<usize>,
+    tf: Vec<f64>,
+    eq_prefix: Vec<u64>,
+    eq_suffix: Vec<u64>,
+    nw: usize,
+}
+
+impl EqList {
+    pub fn new(factor: Option<Factor>) -> Self {
+        EqList { factor, ..Default::default() }
+    }
+
+    pub fn rebuild(&mut self, nw: usize) {
+        self.nw = nw;
+        self.eq_all = vec![0; nw];
+        self.all = vec![0; nw];
+        for e in &self.entries {
+            or_into(&mut self.all, &e.mask);
+            if e.eq {
+                or_into(&mut self.eq_all, &e.mask);
+            }
+        }
+        self.nums.clear();
+        self.strs.clear();
+        self.bools = [None, None];
+        self.ints.clear();
+        for e in &self.entries {
+            let key = e.constant.clone();
+            let fail = self.failing_at(&key);
+            match key {
+                EqConst::Num(k) => {
+                    self.nums.insert(k, fail);
+                }
+                EqConst::Str(s) => {
+                    self.strs.insert(s, fail);
+                }
+                EqConst::Bool(b) => self.bools[b as usize] = Some(fail),
+                EqConst::Diff(_, Some(i)) => {
+                    self.ints.insert(i, fail);
+                }
+                EqConst::Never | EqConst::Diff(_, None) => {}
+            }
+        }
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        let tf = |e: &EqEntry| if let EqConst::Diff(f, _) = e.constant { f } else { 0.0 };
+        order.sort_by(|&a, &b| tf(&self.entries[a]).total_cmp(&tf(&self.entries[b])));
+        self.tf = order.iter().map(|&i| tf(&self.entries[i])).collect();
+        let n = order.len();
+        self.eq_prefix = vec![0; (n + 1) * nw];
+        self.eq_suffix = vec![0; (n + 1) * nw];
+        for p in 1..=n {
+            let e = &self.entries[order[p - 1]];
+            let (head, tail) = self.eq_prefix.split_at_mut(p * nw);
+            tail[..nw].copy_from_slice(&head[(p - 1) * nw..]);
+            if e.eq {
+                or_into(&mut tail[..nw], &e.mask);
+            }
+        }
+        for p in (0..n).rev() {
+            let e = &self.entries[order[p]];
+            let (head, tail) = self.eq_suffix.split_at_mut((p + 1) * nw);
+            head[p * nw..].copy_from_slice(&tail[..nw]);
+            if e.eq {
+                or_into(&mut head[p * nw..], &e.mask);
+            }
+        }
+        self.order = order;
+    }
+
+    /// The queries failing when the value equals `key`: `=` entries with another
+    /// constant, `!=` entries with this one.
+    fn failing_at(&self, key: &EqConst) -> Vec<u64> {
+        let mut fail = vec![0; self.nw];
+        for e in &self.entries {
+            if (e.constant == *key) != e.eq {
+                or_into(&mut fail, &e.mask);
+            }
+        }
+        fail
+    }
+
+    fn ask(&self, out: &mut [u64], entries: impl Iterator<Item = usize>, mut holds: impl FnMut(u32) -> bool) {
+        for i in entries {
+            let e = &self.entries[i];
+            if !holds(e.pred) {
+                or_into(out, &e.mask);
+            }
+        }
+    }
+
+    pub fn attr_fail(&self, v: &V, out: &mut [u64], exact: &mut dyn Exact) {
+        let found = match v {
+            V::I(_) | V::F(_) => self.nums.get(&num_key(v).unwrap()),
+            V::S(s) => self.strs.get(s),
+            V::B(b) => self.bools[*b as usize].as_ref(),
+            V::X(_) => return self.ask(out, 0..self.entries.len(), |pred| exact.attr(pred, v)),
+            V::Missing => return or_into(out, &self.all),
+        };
+        or_into(out, found.unwrap_or(&self.eq_all));
+    }
+
+    pub fn pair_fail(&self, l: &V, r: &V, out: &mut [u64], exact: &mut dyn Exact) {
+        match diff(self.factor.expect("a pair list"), l, r) {
+            Diff::Int(d) => or_into(out, self.ints.get(&d).unwrap_or(&self.eq_all)),
+            Diff::Equal(eq) => or_into(out, if eq { self.ints.get(&0).unwrap_or(&self.eq_all) } else { &self.eq_all }),
+            Diff::Float(d, err) => {
+                let margin = err + d.abs() * BAND;
+                let lo = count_lt(&self.tf, &(d - margin));
+                let hi = count_le(&self.tf, &(d + margin));
+                let nw = self.nw;
+                or_into(out, &self.eq_prefix[lo * nw..(lo + 1) * nw]);
+                or_into(out, &self.eq_suffix[hi * nw..(hi + 1) * nw]);
+                self.ask(out, self.order[lo..hi].iter().copied(), |pred| exact.pair(pred, l, r));
+            }
+            Diff::Unknown => self.ask(out, 0..self.entries.len(), |pred| exact.pair(pred, l, r)),
+            Diff::Fails => or_into(out, &self.all),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoExact;
+    impl Exact for NoExact {
+        fn attr(&mut self, _: u32, _: &V) -> bool {
+            panic!("asked")
+        }
+        fn pair(&mut self, _: u32, _: &V, _: &V) -> bool {
+            panic!("asked")
+        }
+    }
+
+    fn range(lower: bool, factor: Option<Factor>, entries: &[(f64, i128, u64)]) -> RangeList {
+        let mut list = RangeList::new(lower, factor);
+        for (i, &(tf, ti, bits)) in entries.iter().enumerate() {
+            list.entries.push(RangeEntry { pred: i as u32, tf, ti, mask: vec![bits] });
+        }
+        list.rebuild(1);
+        list
+    }
+
+    fn fail(list: &RangeList, v: V) -> u64 {
+        let mut out = [0];
+        list.attr_fail(&v, &mut out, &mut NoExact);
+        out[0]
+    }
+
+    #[test]
+    fn a_lower_list_fails_the_thresholds_above_the_value() {
+        // q0: x > 1 (x >= 1.0000000000000002, ints >= 2); q1: x >= 5
+        let list = range(true, None, &[(5.0, 5, 0b10), (1.0000000000000002, 2, 0b01)]);
+        assert_eq!(fail(&list, V::I(1)), 0b11);
+        assert_eq!(fail(&list, V::F(1.0)), 0b11);
+        assert_eq!(fail(&list, V::F(1.5)), 0b10);
+        assert_eq!(fail(&list, V::I(5)), 0);
+        assert_eq!(fail(&list, V::S("a".into())), 0b11);
+    }
+
+    #[test]
+    fn an_upper_list_fails_the_thresholds_below_the_value() {
+        // q0: x < 3 (<= 2.9999999999999996, ints <= 2); q1: x <= 10
+        let list = range(false, None, &[(2.9999999999999996, 2, 0b01), (10.0, 10, 0b10)]);
+        assert_eq!(fail(&list, V::I(3)), 0b01);
+        assert_eq!(fail(&list, V::F(2.5)), 0);
+        assert_eq!(fail(&list, V::I(11)), 0b11);
+    }
+
+    struct Counting(u32);
+    impl Exact for Counting {
+        fn attr(&mut self, _: u32, _: &V) -> bool {
+            unreachable!()
+        }
+        fn pair(&mut self, _: u32, _: &V, _: &V) -> bool {
+            self.0 += 1;
+            true
+        }
+    }
+
+    #[test]
+    fn a_pair_difference_is_exact_for_ints_and_asks_only_near_a_constant() {
+        // q0: l - 3*r > 0.1
+        let third = Factor { f: 3.0, int: Some(3) };
+        let list = range(true, Some(third), &[(0.1, 1, 0b1)]);
+        let mut out = [0];
+        list.pair_fail(&V::I(4), &V::I(1), &mut out, &mut NoExact);
+        assert_eq!(out[0], 0);
+        list.pair_fail(&V::I(3), &V::I(1), &mut out, &mut NoExact);
+        assert_eq!(out[0], 1);
+        let mut asked = Counting(0);
+        let mut out = [0];
+        list.pair_fail(&V::F(0.4), &V::F(0.1), &mut out, &mut asked); // 0.4 - 0.3 ~ 0.1
+        assert_eq!((out[0], asked.0), (0, 1));
+        list.pair_fail(&V::F(5.0), &V::F(0.1), &mut out, &mut asked);
+        assert_eq!(asked.0, 1);
+    }
+
+    #[test]
+    fn equality_lists_hash_ints_and_integral_doubles_alike() {
+        let mut list = EqList::new(None);
+        list.entries.push(EqEntry { pred: 0, eq: true, constant: EqConst::Num(NumKey::I(2)), mask: vec![0b01] });
+        list.entries.push(EqEntry { pred: 1, eq: false, constant: EqConst::Num(NumKey::I(2)), mask: vec![0b10] });
+        list.entries.push(EqEntry { pred: 2, eq: true, constant: EqConst::Never, mask: vec![0b100] });
+        list.rebuild(1);
+        let fail = |v: V| {
+            let mut out = [0];
+            list.attr_fail(&v, &mut out, &mut NoExact);
+            out[0]
+        };
+        assert_eq!(fail(V::F(2.0)), 0b110);
+        assert_eq!(fail(V::I(3)), 0b101);
+        assert_eq!(fail(V::Missing), 0b111);
+    }
+}

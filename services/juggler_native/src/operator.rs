@@ -1,0 +1,798 @@
+//! The Juggler operator (thesis Figure 3.19), natively: every registered query over
+//! one shared state.
+//!
+//! Per incoming event: the queries over its stream whose attribute predicates it
+//! passes (one probe per predicate list) are the root's candidates; each plan node
+//! binds one more stream, retrieving that stream's held events of the key inside the
+//! time range the node's queries allow (the WES probe), and each partner leaves the
+//! queries whose attribute mask (cached per held event), MAXWINDOW and join/window
+//! lists (one probe each) it passes. A query still standing where its path ends has a
+//! result. Queries are bits in word arrays; lists, the plan and the window table are
+//! shared by every query that uses them.
+//!
+//! Python keeps the language: it compiles each query to `QuerySpec` with exact
+//! thresholds, and answers `Exact` where doubles cannot decide.
+
+use std::collections::HashMap;
+
+use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, or_into};
+use crate::store::{Pos, Store};
+use crate::value::V;
+
+/// One predicate of a query, with the stream and column slots it reads.
+#[derive(Clone, Debug)]
+pub enum PredSpec {
+    Range { id: u32, stream: u32, slot: usize, lower: bool, tf: f64, ti: i128 },
+    Eq { id: u32, stream: u32, slot: usize, eq: bool, constant: EqConst },
+    PairRange { id: u32, l: (u32, usize), r: (u32, usize), lower: bool, factor: Factor, tf: f64, ti: i128 },
+    PairEq { id: u32, l: (u32, usize), r: (u32, usize), eq: bool, factor: Factor, constant: EqConst },
+}
+
+#[derive(Clone, Debug)]
+pub struct QuerySpec {
+    /// Stream ids in FROM order.
+    pub streams: Vec<u32>,
+    pub window: i64,
+    pub preds: Vec<PredSpec>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ListRef {
+    Range(usize),
+    Eq(usize),
+}
+
+/// What identifies a list: predicates that agree on all of it share one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ListKey {
+    family: u8,
+    l: (u32, usize),
+    r: Option<(u32, usize)>,
+    factor: Option<(u64, Option<i64>)>,
+}
+
+/// A join or window list probed at a plan node: the depths (in the node's path) of
+/// the streams its two sides read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Check {
+    list: ListRef,
+    l: (usize, usize),
+    r: (usize, usize),
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    stream: u32,
+    mask: Vec<u64>,
+    ends: Vec<u64>,
+    widest: i64,
+    children: Vec<usize>,
+    checks: Vec<Check>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct StreamInfo {
+    /// Lists an event of this stream is probed against by itself: attribute lists
+    /// (slot) and in-event pair lists (two slots).
+    attr: Vec<(ListRef, usize, Option<usize>)>,
+    version: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Registered {
+    order: u64,
+    spec: QuerySpec,
+    lists: Vec<(ListRef, u32)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct KeyState {
+    pub maxts: Option<i64>,
+    pub floor: Option<i64>,
+    pub stores: Vec<Store>,
+}
+
+/// A result: the query's bit and order, and the events bound, as (stream, index) in
+/// the order of the plan path (valid until the next call that changes state).
+#[derive(Clone, Debug)]
+pub struct Hit {
+    pub bit: usize,
+    pub order: u64,
+    pub ts: i64,
+    pub refs: Vec<(u32, usize)>,
+    /// Arrival numbers of the events in FROM order: results sort by them.
+    pub seqs: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    pub events: u64,
+    /// Held events examined as partners.
+    pub candidates: u64,
+    /// Join and window list probes on partners.
+    pub probes: u64,
+    pub results: u64,
+}
+
+pub struct Late {
+    pub maxts: i64,
+}
+
+/// An event about to be processed or restored, its values in the stream's slots.
+pub struct Incoming<'a> {
+    pub stream: u32,
+    pub key: &'a str,
+    pub ts: i64,
+    pub shape: u32,
+    pub row: Vec<V>,
+    pub pos: Pos,
+}
+
+#[derive(Default)]
+pub struct Operator {
+    pub retention: i64,
+    pub lateness: i64,
+    pub horizon: i64,
+    nw: usize,
+    ranges: Vec<RangeList>,
+    eqs: Vec<EqList>,
+    list_of: HashMap<ListKey, ListRef>,
+    nodes: Vec<Node>,
+    roots: HashMap<u32, usize>,
+    streams: Vec<StreamInfo>,
+    /// Slots per stream (grows as columns are seen).
+    pub widths: Vec<usize>,
+    windows: Vec<(i64, Vec<u64>)>,
+    /// Row p: the queries whose MAXWINDOW is below windows[p].0.
+    narrower: Vec<Vec<u64>>,
+    queries: HashMap<usize, Registered>,
+    free_bits: Vec<usize>,
+    next_bit: usize,
+    registrations: u64,
+    seq: u64,
+    pub keys: HashMap<Box<str>, KeyState>,
+    pub stats: Stats,
+}
+
+fn has(mask: &[u64], bit: usize) -> bool {
+    mask.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 == 1)
+}
+
+fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
+    if mask.len() <= bit / 64 {
+        mask.resize(bit / 64 + 1, 0);
+    }
+    if on {
+        mask[bit / 64] |= 1 << (bit % 64);
+    } else {
+        mask[bit / 64] &= !(1 << (bit % 64));
+    }
+}
+
+fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
+    let mut any = 0;
+    for (o, f) in out.iter_mut().zip(fail) {
+        *o &= !f;
+        any |= *o;
+    }
+    any != 0
+}
+
+fn bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    mask.iter().enumerate().flat_map(|(w, &word)| {
+        let mut word = word;
+        std::iter::from_fn(move || {
+            if word == 0 {
+                return None;
+            }
+            let b = word.trailing_zeros() as usize;
+            word &= word - 1;
+            Some(w * 64 + b)
+        })
+    })
+}
+
+impl Operator {
+    pub fn new(retention: i64, lateness: i64) -> Self {
+        Operator { retention, lateness, horizon: retention, nw: 1, ..Default::default() }
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn stream_mut(&mut self, s: u32) -> &mut StreamInfo {
+        let s = s as usize;
+        if self.streams.len() <= s {
+            self.streams.resize(s + 1, StreamInfo::default());
+        }
+        &mut self.streams[s]
+    }
+
+    /// Make `stream` have at least `width` slots in every store.
+    pub fn widen(&mut self, stream: u32, width: usize) {
+        let s = stream as usize;
+        if self.widths.len() <= s {
+            self.widths.resize(s + 1, 1);
+        }
+        if width > self.widths[s] {
+            self.widths[s] = width;
+            for ks in self.keys.values_mut() {
+                if let Some(store) = ks.stores.get_mut(s) {
+                    store.widen(width);
+                }
+            }
+        }
+    }
+
+    // registration ---------------------------------------------------------------
+
+    /// Add a query; returns its bit. `order` ranks it among registrations.
+    pub fn register(&mut self, spec: QuerySpec) -> usize {
+        let bit = self.free_bits.pop().unwrap_or_else(|| {
+            self.next_bit += 1;
+            self.next_bit - 1
+        });
+        if bit / 64 + 1 > self.nw {
+            self.grow(bit / 64 + 1);
+        }
+        let order = self.registrations;
+        self.registrations += 1;
+        self.horizon = self.horizon.max(spec.window);
+        let mut lists = Vec::new();
+        for pred in &spec.preds {
+            let (list, id) = self.add_pred(pred, bit);
+            lists.push((list, id));
+        }
+        self.add_paths(&spec, bit, &lists);
+        self.add_window(spec.window, bit);
+        for &s in &spec.streams {
+            self.stream_mut(s).version += 1;
+        }
+        for &(list, _) in &lists {
+            self.rebuild(list);
+        }
+        self.queries.insert(bit, Registered { order, spec, lists });
+        bit
+    }
+
+    pub fn deregister(&mut self, bit: usize) {
+        let Some(q) = self.queries.remove(&bit) else { return };
+        for &(list, id) in &q.lists {
+            match list {
+                ListRef::Range(i) => {
+                    let entries = &mut self.ranges[i].entries;
+                    entries.iter_mut().filter(|e| e.pred == id).for_each(|e| set(&mut e.mask, bit, false));
+                    entries.retain(|e| e.mask.iter().any(|&w| w != 0));
+                }
+                ListRef::Eq(i) => {
+                    let entries = &mut self.eqs[i].entries;
+                    entries.iter_mut().filter(|e| e.pred == id).for_each(|e| set(&mut e.mask, bit, false));
+                    entries.retain(|e| e.mask.iter().any(|&w| w != 0));
+                }
+            }
+            self.rebuild(list);
+        }
+        for node in &mut self.nodes {
+            set(&mut node.mask, bit, false);
+            set(&mut node.ends, bit, false);
+        }
+        for (_, mask) in &mut self.windows {
+            set(mask, bit, false);
+        }
+        self.windows.retain(|(_, m)| m.iter().any(|&w| w != 0));
+        self.rebuild_windows();
+        for &s in &q.spec.streams {
+            self.stream_mut(s).version += 1;
+        }
+        self.free_bits.push(bit);
+    }
+
+    /// Whether bit `bit` is registered, and its registration order.
+    pub fn order_of(&self, bit: usize) -> Option<u64> {
+        self.queries.get(&bit).map(|q| q.order)
+    }
+
+    fn grow(&mut self, nw: usize) {
+        self.nw = nw;
+        for node in &mut self.nodes {
+            node.mask.resize(nw, 0);
+            node.ends.resize(nw, 0);
+        }
+        for i in 0..self.ranges.len() {
+            self.ranges[i].entries.iter_mut().for_each(|e| e.mask.resize(nw, 0));
+            self.ranges[i].rebuild(nw);
+        }
+        for i in 0..self.eqs.len() {
+            self.eqs[i].entries.iter_mut().for_each(|e| e.mask.resize(nw, 0));
+            self.eqs[i].rebuild(nw);
+        }
+        for (_, m) in &mut self.windows {
+            m.resize(nw, 0);
+        }
+        self.rebuild_windows();
+        for ks in self.keys.values_mut() {
+            ks.stores.iter_mut().for_each(|s| s.set_cache_words(nw));
+        }
+    }
+
+    fn rebuild(&mut self, list: ListRef) {
+        match list {
+            ListRef::Range(i) => self.ranges[i].rebuild(self.nw),
+            ListRef::Eq(i) => self.eqs[i].rebuild(self.nw),
+        }
+    }
+
+    /// The list predicates agreeing on `key` share, made on first use.
+    fn list(&mut self, key: ListKey, factor: Option<Factor>) -> ListRef {
+        if let Some(&found) = self.list_of.get(&key) {
+            return found;
+        }
+        let list = if key.family == 2 {
+            self.eqs.push(EqList::new(factor));
+            ListRef::Eq(self.eqs.len() - 1)
+        } else {
+            self.ranges.push(RangeList::new(key.family == 1, factor));
+            ListRef::Range(self.ranges.len() - 1)
+        };
+        self.list_of.insert(key, list);
+        // Per-event lists: probed with the event's own attribute mask.
+        if key.r.is_none_or(|r| r.0 == key.l.0) {
+            let entry = (list, key.l.1, key.r.map(|r| r.1));
+            self.stream_mut(key.l.0).attr.push(entry);
+        }
+        list
+    }
+
+    fn add_pred(&mut self, pred: &PredSpec, bit: usize) -> (ListRef, u32) {
+        let mut mask = vec![0; self.nw];
+        set(&mut mask, bit, true);
+        let fkey = |f: &Factor| Some((f.f.to_bits(), f.int));
+        match pred {
+            PredSpec::Range { id, stream, slot, lower, tf, ti } | PredSpec::PairRange { id, l: (stream, slot), lower, tf, ti, .. } => {
+                let (r, factor) = match pred {
+                    PredSpec::PairRange { r, factor, .. } => (Some(*r), Some(*factor)),
+                    _ => (None, None),
+                };
+                let key = ListKey { family: *lower as u8, l: (*stream, *slot), r, factor: factor.as_ref().and_then(fkey) };
+                let list = self.list(key, factor);
+                let ListRef::Range(i) = list else { unreachable!() };
+                let entries = &mut self.ranges[i].entries;
+                match entries.iter_mut().find(|e| e.pred == *id) {
+                    Some(e) => or_into(&mut e.mask, &mask),
+                    None => entries.push(RangeEntry { pred: *id, tf: *tf, ti: *ti, mask }),
+                }
+                (list, *id)
+            }
+            PredSpec::Eq { id, stream, slot, eq, constant } | PredSpec::PairEq { id, l: (stream, slot), eq, constant, .. } => {
+                let (r, factor) = match pred {
+                    PredSpec::PairEq { r, factor, .. } => (Some(*r), Some(*factor)),
+                    _ => (None, None),
+                };
+                let key = ListKey { family: 2, l: (*stream, *slot), r, factor: factor.as_ref().and_then(fkey) };
+                let list = self.list(key, factor);
+                let ListRef::Eq(i) = list else { unreachable!() };
+                let entries = &mut self.eqs[i].entries;
+                match entries.iter_mut().find(|e| e.pred == *id) {
+                    Some(e) => or_into(&mut e.mask, &mask),
+                    None => entries.push(EqEntry { pred: *id, eq: *eq, constant: constant.clone(), mask }),
+                }
+                (list, *id)
+            }
+        }
+    }
+
+    /// Plan paths: from each of the query's streams, the others in FROM order; each
+    /// node checks the join and window lists whose two streams it has just bound.
+    fn add_paths(&mut self, spec: &QuerySpec, bit: usize, lists: &[(ListRef, u32)]) {
+        let pairs: Vec<(ListRef, (u32, usize), (u32, usize))> = spec
+            .preds
+            .iter()
+            .zip(lists)
+            .filter_map(|(p, &(list, _))| match p {
+                PredSpec::PairRange { l, r, .. } | PredSpec::PairEq { l, r, .. } if l.0 != r.0 => Some((list, *l, *r)),
+                _ => None,
+            })
+            .collect();
+        for &root in &spec.streams {
+            let path: Vec<u32> = std::iter::once(root).chain(spec.streams.iter().copied().filter(|&s| s != root)).collect();
+            let mut node = match self.roots.get(&root) {
+                Some(&n) => n,
+                None => {
+                    self.nodes.push(self.new_node(root));
+                    self.roots.insert(root, self.nodes.len() - 1);
+                    self.nodes.len() - 1
+                }
+            };
+            for depth in 0..path.len() {
+                if depth > 0 {
+                    let stream = path[depth];
+                    let found = self.nodes[node].children.iter().copied().find(|&c| self.nodes[c].stream == stream);
+                    node = match found {
+                        Some(c) => c,
+                        None => {
+                            self.nodes.push(self.new_node(stream));
+                            let c = self.nodes.len() - 1;
+                            self.nodes[node].children.push(c);
+                            c
+                        }
+                    };
+                    let depth_of = |s: u32| path[..=depth].iter().position(|&p| p == s);
+                    for &(list, l, r) in &pairs {
+                        let (Some(ld), Some(rd)) = (depth_of(l.0), depth_of(r.0)) else { continue };
+                        if ld != depth && rd != depth {
+                            continue;
+                        }
+                        let check = Check { list, l: (ld, l.1), r: (rd, r.1) };
+                        if !self.nodes[node].checks.contains(&check) {
+                            self.nodes[node].checks.push(check);
+                        }
+                    }
+                }
+                let n = &mut self.nodes[node];
+                set(&mut n.mask, bit, true);
+                n.widest = n.widest.max(spec.window);
+                if depth == path.len() - 1 {
+                    set(&mut n.ends, bit, true);
+                }
+            }
+        }
+    }
+
+    fn new_node(&self, stream: u32) -> Node {
+        Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new() }
+    }
+
+    fn add_window(&mut self, window: i64, bit: usize) {
+        match self.windows.iter_mut().find(|(w, _)| *w == window) {
+            Some((_, m)) => set(m, bit, true),
+            None => {
+                let mut m = vec![0; self.nw];
+                set(&mut m, bit, true);
+                self.windows.push((window, m));
+            }
+        }
+        self.rebuild_windows();
+    }
+
+    fn rebuild_windows(&mut self) {
+        self.windows.sort_by_key(|(w, _)| *w);
+        let mut rows = vec![vec![0; self.nw]];
+        for (_, m) in &self.windows {
+            let mut row = rows.last().unwrap().clone();
+            or_into(&mut row, m);
+            rows.push(row);
+        }
+        self.narrower = rows;
+    }
+
+    /// The queries whose MAXWINDOW is below `span`.
+    fn too_narrow(&self, span: i128) -> &[u64] {
+        let p = self.windows.partition_point(|(w, _)| (*w as i128) < span);
+        &self.narrower[p]
+    }
+
+    // events ---------------------------------------------------------------------
+
+    /// The queries an event's own values fail: its attribute and in-event lists.
+    fn attr_fail(&self, stream: u32, row: &[V], out: &mut [u64], exact: &mut dyn Exact) {
+        let Some(info) = self.streams.get(stream as usize) else { return };
+        let value = |slot: usize| row.get(slot).unwrap_or(&V::Missing);
+        for &(list, l, r) in &info.attr {
+            match (list, r) {
+                (ListRef::Range(i), None) => self.ranges[i].attr_fail(value(l), out, exact),
+                (ListRef::Eq(i), None) => self.eqs[i].attr_fail(value(l), out, exact),
+                (ListRef::Range(i), Some(r)) => self.ranges[i].pair_fail(value(l), value(r), out, exact),
+                (ListRef::Eq(i), Some(r)) => self.eqs[i].pair_fail(value(l), value(r), out, exact),
+            }
+        }
+    }
+
+    /// The held event's attribute mask, computed under the current lists if stale.
+    fn cached_fail<'a>(&self, store: &'a mut Store, stream: u32, i: usize, exact: &mut dyn Exact) -> &'a [u64] {
+        let nw = self.nw;
+        let version = self.streams.get(stream as usize).map_or(0, |s| s.version);
+        if store.cache_words != nw {
+            store.set_cache_words(nw);
+        }
+        if store.cache_version[i] != version {
+            let mut out = vec![0; nw];
+            self.attr_fail(stream, store.row(i), &mut out, exact);
+            store.cache[i * nw..(i + 1) * nw].copy_from_slice(&out);
+            store.cache_version[i] = version;
+        }
+        &store.cache[i * nw..(i + 1) * nw]
+    }
+
+    /// Accept an event and return the results whose last event it is (DESIGN 3).
+    pub fn process(&mut self, ev: Incoming, exact: &mut dyn Exact) -> Result<Vec<Hit>, Late> {
+        let ks = self.keys.entry(ev.key.into()).or_default();
+        match ks.maxts {
+            Some(m) if ev.ts < m.saturating_sub(self.lateness) => return Err(Late { maxts: m }),
+            Some(m) if m >= ev.ts => {}
+            _ => ks.maxts = Some(ev.ts),
+        }
+        let floor = ks.maxts.unwrap().saturating_sub(self.horizon).saturating_sub(self.lateness);
+        if ks.floor.is_none_or(|f| floor > f) {
+            ks.floor = Some(floor);
+        }
+        let floor = ks.floor.unwrap();
+        let mut ks = self.keys.remove(ev.key).unwrap();
+        for store in &mut ks.stores {
+            store.purge(floor);
+        }
+        self.stats.events += 1;
+        let seq = self.seq;
+        let (stream, key) = (ev.stream, ev.key);
+        let i = self.insert(&mut ks, ev);
+        let mut out = Vec::new();
+        if let Some(&root) = self.roots.get(&stream) {
+            let mut mask = self.nodes[root].mask.clone();
+            self.evaluate(&mut ks, stream, i, &mut mask, seq, exact, &mut out);
+        }
+        self.keys.insert(key.into(), ks);
+        self.stats.results += out.len() as u64;
+        Ok(out)
+    }
+
+    fn insert(&mut self, ks: &mut KeyState, ev: Incoming) -> usize {
+        let s = ev.stream as usize;
+        if ks.stores.len() <= s {
+            ks.stores.resize(s + 1, Store::default());
+        }
+        let width = self.widths.get(s).copied().unwrap_or(1);
+        let store = &mut ks.stores[s];
+        store.widen(width);
+        store.set_cache_words(self.nw);
+        let mut row = ev.row;
+        row.resize(width, V::Missing);
+        let seq = self.seq;
+        self.seq += 1;
+        store.insert(ev.ts, seq, ev.pos, ev.shape, row)
+    }
+
+    /// Reinstate a held event without evaluating it (its results were emitted before).
+    pub fn restore(&mut self, ev: Incoming, maxts: Option<i64>, floor: Option<i64>) {
+        let mut ks = self.keys.remove(ev.key).unwrap_or_default();
+        ks.maxts = maxts;
+        ks.floor = floor;
+        let key: Box<str> = ev.key.into();
+        self.insert(&mut ks, ev);
+        self.keys.insert(key, ks);
+    }
+
+    pub fn set_key(&mut self, key: &str, maxts: Option<i64>, floor: Option<i64>) {
+        let ks = self.keys.entry(key.into()).or_default();
+        ks.maxts = maxts;
+        ks.floor = floor;
+    }
+
+    /// Results of the query with `bit` over the events already held, each from the
+    /// event that arrived last (PSoup's query-data duality).
+    pub fn history(&mut self, bit: usize, exact: &mut dyn Exact) -> Vec<(Box<str>, Hit)> {
+        let Some(q) = self.queries.get(&bit) else { return Vec::new() };
+        let streams = q.spec.streams.clone();
+        let mut keys: Vec<Box<str>> = self.keys.keys().cloned().collect();
+        keys.sort();
+        let mut out = Vec::new();
+        for key in keys {
+            let mut ks = self.keys.remove(&key).unwrap();
+            let floor = ks.floor.unwrap_or(i64::MIN);
+            let mut held: Vec<(u64, u32, usize)> = Vec::new();
+            for &s in &streams {
+                if let Some(store) = ks.stores.get(s as usize) {
+                    held.extend(store.all().filter(|&i| store.ts[i] >= floor).map(|i| (store.seq[i], s, i)));
+                }
+            }
+            held.sort_unstable();
+            let mut hits = Vec::new();
+            for (seq, s, i) in held {
+                let mut mask = vec![0; self.nw];
+                set(&mut mask, bit, true);
+                self.evaluate(&mut ks, s, i, &mut mask, seq, exact, &mut hits);
+            }
+            out.extend(hits.into_iter().map(|h| (key.clone(), h)));
+            self.keys.insert(key, ks);
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate(&mut self, ks: &mut KeyState, stream: u32, i: usize, mask: &mut [u64], before: u64,
+                exact: &mut dyn Exact, out: &mut Vec<Hit>) {
+        let Some(&root) = self.roots.get(&stream) else { return };
+        let fail = self.cached_fail(&mut ks.stores[stream as usize], stream, i, exact).to_vec();
+        if !and_not(mask, &fail) {
+            return;
+        }
+        let node = &self.nodes[root];
+        for (m, n) in mask.iter_mut().zip(&node.mask) {
+            *m &= n;
+        }
+        let ts = ks.stores[stream as usize].ts[i];
+        let mut partial = vec![(stream, i)];
+        self.emit(ks, root, mask, &partial, ts, out);
+        if !self.nodes[root].children.is_empty() {
+            let mut stats = self.stats;
+            self.expand(ks, root, &mut partial, mask, ts, ts, before, exact, out, &mut stats);
+            self.stats = stats;
+        }
+    }
+
+    fn emit(&self, ks: &KeyState, node: usize, mask: &[u64], partial: &[(u32, usize)], ts: i64, out: &mut Vec<Hit>) {
+        let ends = &self.nodes[node].ends;
+        for (w, (&m, &e)) in mask.iter().zip(ends).enumerate() {
+            let mut word = m & e;
+            while word != 0 {
+                let bit = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let q = &self.queries[&bit];
+                let seqs = q
+                    .spec
+                    .streams
+                    .iter()
+                    .map(|s| {
+                        let &(_, i) = partial.iter().find(|(ps, _)| ps == s).unwrap();
+                        ks.stores[*s as usize].seq[i]
+                    })
+                    .collect();
+                out.push(Hit { bit, order: q.order, ts, refs: partial.to_vec(), seqs });
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64], mints: i64,
+              maxts: i64, before: u64, exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats) {
+        let floor = ks.floor.unwrap_or(i64::MIN) as i128;
+        let mut group = vec![0; self.nw];
+        let mut survivors = vec![0; self.nw];
+        for &child in &self.nodes[node].children {
+            let c = &self.nodes[child];
+            let mut any = 0;
+            for ((g, m), n) in group.iter_mut().zip(mask).zip(&c.mask) {
+                *g = m & n;
+                any |= *g;
+            }
+            if any == 0 {
+                continue;
+            }
+            let s = c.stream as usize;
+            if ks.stores.get(s).is_none_or(|st| st.is_empty()) {
+                continue;
+            }
+            let lo = (maxts as i128 - c.widest as i128).max(floor);
+            let hi = mints as i128 + c.widest as i128;
+            let range = ks.stores[s].between(lo, hi);
+            for i in range {
+                if ks.stores[s].seq[i] >= before {
+                    continue;
+                }
+                stats.candidates += 1;
+                survivors.copy_from_slice(&group);
+                let fail = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
+                if !and_not(&mut survivors, fail) {
+                    continue;
+                }
+                let ts = ks.stores[s].ts[i];
+                let span = maxts.max(ts) as i128 - mints.min(ts) as i128;
+                if !and_not(&mut survivors, self.too_narrow(span)) {
+                    continue;
+                }
+                partial.push((c.stream, i));
+                let mut alive = true;
+                for check in &c.checks {
+                    stats.probes += 1;
+                    let (ls, li) = partial[check.l.0];
+                    let (rs, ri) = partial[check.r.0];
+                    let lv = ks.stores[ls as usize].value(li, check.l.1);
+                    let rv = ks.stores[rs as usize].value(ri, check.r.1);
+                    let mut fail = vec![0; self.nw];
+                    match check.list {
+                        ListRef::Range(j) => self.ranges[j].pair_fail(lv, rv, &mut fail, exact),
+                        ListRef::Eq(j) => self.eqs[j].pair_fail(lv, rv, &mut fail, exact),
+                    }
+                    if !and_not(&mut survivors, &fail) {
+                        alive = false;
+                        break;
+                    }
+                }
+                if alive {
+                    let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
+                    self.emit(ks, child, &survivors, partial, hi_ts, out);
+                    if !c.children.is_empty() {
+                        let kept = survivors.clone();
+                        self.expand(ks, child, partial, &kept, lo_ts, hi_ts, before, exact, out, stats);
+                    }
+                }
+                partial.pop();
+            }
+        }
+    }
+
+    /// Held events per stream id, over all keys.
+    pub fn held(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.streams.len().max(self.widths.len())];
+        for ks in self.keys.values() {
+            for (s, store) in ks.stores.iter().enumerate() {
+                if counts.len() <= s {
+                    counts.resize(s + 1, 0);
+                }
+                counts[s] += store.len();
+            }
+        }
+        counts
+    }
+
+    /// A key's held events (ts >= floor) in arrival order, as (stream, index).
+    pub fn snapshot(&self, key: &str) -> Option<(&KeyState, Vec<(u32, usize)>)> {
+        let ks = self.keys.get(key)?;
+        let floor = ks.floor.unwrap_or(i64::MIN);
+        let mut held: Vec<(u64, u32, usize)> = Vec::new();
+        for (s, store) in ks.stores.iter().enumerate() {
+            held.extend(store.all().filter(|&i| store.ts[i] >= floor).map(|i| (store.seq[i], s as u32, i)));
+        }
+        held.sort_unstable();
+        Some((ks, held.into_iter().map(|(_, s, i)| (s, i)).collect()))
+    }
+
+    pub fn registered_bits(&self) -> impl Iterator<Item = usize> + '_ {
+        self.queries.keys().copied()
+    }
+
+    #[doc(hidden)]
+    pub fn mask_bits(mask: &[u64]) -> Vec<usize> {
+        bits(mask).collect()
+    }
+
+    #[doc(hidden)]
+    pub fn has_bit(mask: &[u64], bit: usize) -> bool {
+        has(mask, bit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoExact;
+    impl Exact for NoExact {
+        fn attr(&mut self, _: u32, _: &V) -> bool {
+            panic!("asked")
+        }
+        fn pair(&mut self, _: u32, _: &V, _: &V) -> bool {
+            panic!("asked")
+        }
+    }
+
+    fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {
+        Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x)], pos: (0, ts) }
+    }
+
+    #[test]
+    fn a_join_query_pairs_events_within_its_window_and_predicates() {
+        let mut op = Operator::new(0, 0);
+        op.widen(0, 2);
+        op.widen(1, 2);
+        // q: FROM A, B MAXWINDOW 10 WHERE A.x > 5 AND A.x < B.x  (A.x - B.x < 0)
+        let q = QuerySpec {
+            streams: vec![0, 1],
+            window: 10,
+            preds: vec![
+                PredSpec::Range { id: 0, stream: 0, slot: 1, lower: true, tf: 5.000000000000001, ti: 6 },
+                PredSpec::PairRange { id: 1, l: (0, 1), r: (1, 1), lower: false, factor: Factor { f: 1.0, int: Some(1) }, tf: 0.0, ti: -1 },
+            ],
+        };
+        let bit = op.register(q);
+        assert!(op.process(event(0, 0, 6), &mut NoExact).ok().unwrap().is_empty());
+        assert!(op.process(event(0, 1, 4), &mut NoExact).ok().unwrap().is_empty());
+        let hits = op.process(event(1, 5, 7), &mut NoExact).ok().unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!((hits[0].bit, hits[0].seqs.clone()), (bit, vec![0, 2]));
+        // too far from the A events
+        assert!(op.process(event(1, 11, 9), &mut NoExact).ok().unwrap().is_empty());
+        assert!(op.process(event(1, 0, 9), &mut NoExact).is_err());
+        op.deregister(bit);
+        assert!(op.process(event(0, 12, 8), &mut NoExact).ok().unwrap().is_empty());
+    }
+}

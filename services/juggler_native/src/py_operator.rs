@@ -1,0 +1,516 @@
+//! `juggler_native.Operator`: the native operator bound to Python.
+//!
+//! One call per event (or per batch) crosses the boundary: the binding reads the
+//! `Event`'s attributes, turns its data into slot values, runs the core and builds
+//! `Result` objects directly, so no Python code runs per candidate or per held event.
+//! Python's `juggler.engine.native_engine` compiles queries into the tuples
+//! `register` takes and answers the exact fallback (`exact(pred, left, right)`).
+
+use std::collections::HashMap;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::lists::{EqConst, Exact, Factor};
+use crate::operator::{Hit, Incoming, Operator, PredSpec, QuerySpec};
+use crate::store::Pos;
+use crate::value::{NumKey, V, float_key};
+
+/// A stream's names: its column slots (0 is `ts`), the data shapes seen (slots in
+/// data order) and the `S.col` labels of each shape for `SELECT *`.
+struct StreamNames {
+    name: Py<PyString>,
+    slots: HashMap<String, usize>,
+    columns: Vec<Py<PyString>>,
+    shapes: Vec<Vec<usize>>,
+    shape_of: HashMap<Vec<usize>, u32>,
+    labels: Vec<Vec<Py<PyString>>>,
+}
+
+struct QueryInfo {
+    id: Py<PyString>,
+    from: Vec<u32>,
+    select: Option<Vec<(Py<PyString>, u32, usize)>>,
+}
+
+#[pyclass(unsendable, name = "Operator", module = "juggler_native")]
+pub struct PyOperator {
+    core: Operator,
+    streams: Vec<StreamNames>,
+    stream_of: HashMap<String, u32>,
+    queries: HashMap<usize, QueryInfo>,
+    result_cls: Py<PyAny>,
+    exact: Py<PyAny>,
+    prefixes: Py<PyDict>,
+    prefix_list: Vec<Py<PyAny>>,
+    others: Vec<Py<PyAny>>,
+}
+
+/// The exact fallback, answered by the Python callable; the first error is kept and
+/// raised once the core returns.
+struct PyExact<'a, 'py> {
+    py: Python<'py>,
+    f: &'a Bound<'py, PyAny>,
+    error: Option<PyErr>,
+}
+
+impl PyExact<'_, '_> {
+    fn ask(&mut self, pred: u32, l: &V, r: Option<&V>) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        let call = || -> PyResult<bool> {
+            let l = to_py(self.py, l)?;
+            let r = match r {
+                Some(r) => to_py(self.py, r)?,
+                None => self.py.None().into_bound(self.py),
+            };
+            self.f.call1((pred, l, r))?.is_truthy()
+        };
+        call().unwrap_or_else(|e| {
+            self.error = Some(e);
+            false
+        })
+    }
+}
+
+impl Exact for PyExact<'_, '_> {
+    fn attr(&mut self, pred: u32, v: &V) -> bool {
+        self.ask(pred, v, None)
+    }
+    fn pair(&mut self, pred: u32, l: &V, r: &V) -> bool {
+        self.ask(pred, l, Some(r))
+    }
+}
+
+fn to_py<'py>(py: Python<'py>, v: &V) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        V::I(i) => i.into_pyobject(py)?.into_any(),
+        V::F(f) => PyFloat::new(py, *f).into_any(),
+        V::B(b) => PyBool::new(py, *b).to_owned().into_any(),
+        V::S(s) => PyString::new(py, s).into_any(),
+        V::X(text) => py.get_type::<PyInt>().call1((&**text,))?,
+        V::Missing => py.None().into_bound(py),
+    })
+}
+
+fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
+    if let Ok(f) = ob.cast_exact::<PyFloat>() {
+        return Ok(V::F(f.value()));
+    }
+    if ob.is_exact_instance_of::<PyInt>() {
+        let mut overflow = 0;
+        let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
+        return Ok(if overflow == 0 { V::I(value) } else { V::X(ob.str()?.to_str()?.into()) });
+    }
+    if let Ok(s) = ob.cast_exact::<PyString>() {
+        return Ok(V::S(s.to_str()?.into()));
+    }
+    if let Ok(b) = ob.cast_exact::<PyBool>() {
+        return Ok(V::B(b.is_true()));
+    }
+    Err(PyTypeError::new_err(format!("unsupported event value {ob}")))
+}
+
+/// A Python int as i128, clamped at the ends (no difference of 64-bit values reaches them).
+fn clamped(ob: &Bound<'_, PyAny>) -> PyResult<i128> {
+    match ob.extract::<i128>() {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(if ob.gt(0)? { i128::MAX } else { i128::MIN }),
+    }
+}
+
+fn constant(ob: &Bound<'_, PyAny>) -> PyResult<EqConst> {
+    let t = ob.cast::<PyTuple>()?;
+    let tag: String = t.get_item(0)?.extract()?;
+    Ok(match tag.as_str() {
+        "i" => EqConst::Num(NumKey::I(t.get_item(1)?.extract()?)),
+        "f" => EqConst::Num(float_key(t.get_item(1)?.extract()?)),
+        "s" => EqConst::Str(t.get_item(1)?.extract::<String>()?.into()),
+        "b" => EqConst::Bool(t.get_item(1)?.extract()?),
+        "never" => EqConst::Never,
+        "d" => {
+            let int = t.get_item(2)?;
+            EqConst::Diff(t.get_item(1)?.extract()?, if int.is_none() { None } else { Some(clamped(&int)?) })
+        }
+        _ => return Err(PyValueError::new_err(format!("unknown constant {ob}"))),
+    })
+}
+
+fn factor(f: &Bound<'_, PyAny>, int: &Bound<'_, PyAny>) -> PyResult<Factor> {
+    Ok(Factor { f: f.extract()?, int: if int.is_none() { None } else { int.extract().ok() } })
+}
+
+fn pred(t: &Bound<'_, PyTuple>) -> PyResult<PredSpec> {
+    let tag: String = t.get_item(0)?.extract()?;
+    let g = |i: usize| t.get_item(i);
+    Ok(match tag.as_str() {
+        "range" => PredSpec::Range {
+            id: g(1)?.extract()?,
+            stream: g(2)?.extract()?,
+            slot: g(3)?.extract()?,
+            lower: g(4)?.extract()?,
+            tf: g(5)?.extract()?,
+            ti: clamped(&g(6)?)?,
+        },
+        "eq" => PredSpec::Eq {
+            id: g(1)?.extract()?,
+            stream: g(2)?.extract()?,
+            slot: g(3)?.extract()?,
+            eq: g(4)?.extract()?,
+            constant: constant(&g(5)?)?,
+        },
+        "prange" => PredSpec::PairRange {
+            id: g(1)?.extract()?,
+            l: (g(2)?.extract()?, g(3)?.extract()?),
+            r: (g(4)?.extract()?, g(5)?.extract()?),
+            lower: g(6)?.extract()?,
+            factor: factor(&g(7)?, &g(8)?)?,
+            tf: g(9)?.extract()?,
+            ti: clamped(&g(10)?)?,
+        },
+        "peq" => PredSpec::PairEq {
+            id: g(1)?.extract()?,
+            l: (g(2)?.extract()?, g(3)?.extract()?),
+            r: (g(4)?.extract()?, g(5)?.extract()?),
+            eq: g(6)?.extract()?,
+            factor: factor(&g(7)?, &g(8)?)?,
+            constant: constant(&g(9)?)?,
+        },
+        _ => return Err(PyValueError::new_err(format!("unknown predicate {t}"))),
+    })
+}
+
+impl PyOperator {
+    fn stream_id(&mut self, py: Python<'_>, name: &str) -> u32 {
+        if let Some(&id) = self.stream_of.get(name) {
+            return id;
+        }
+        let id = self.streams.len() as u32;
+        self.stream_of.insert(name.to_owned(), id);
+        let mut slots = HashMap::new();
+        slots.insert("ts".to_owned(), 0);
+        self.streams.push(StreamNames {
+            name: PyString::new(py, name).unbind(),
+            slots,
+            columns: vec![PyString::new(py, "ts").unbind()],
+            shapes: Vec::new(),
+            shape_of: HashMap::new(),
+            labels: Vec::new(),
+        });
+        self.core.widen(id, 1);
+        id
+    }
+
+    fn slot_of(&mut self, py: Python<'_>, stream: u32, column: &str) -> usize {
+        let names = &mut self.streams[stream as usize];
+        if let Some(&slot) = names.slots.get(column) {
+            return slot;
+        }
+        let slot = names.columns.len();
+        names.slots.insert(column.to_owned(), slot);
+        names.columns.push(PyString::new(py, column).unbind());
+        self.core.widen(stream, slot + 1);
+        slot
+    }
+
+    fn encode_pos(&mut self, py: Python<'_>, pos: &Bound<'_, PyAny>) -> PyResult<Pos> {
+        if pos.is_exact_instance_of::<PyInt>() {
+            if let Ok(i) = pos.extract::<i64>() {
+                return Ok((0, i));
+            }
+        }
+        if let Ok(t) = pos.cast_exact::<PyTuple>() {
+            if t.len() == 3 {
+                let last = t.get_item(2)?;
+                if last.is_exact_instance_of::<PyInt>() {
+                    if let Ok(off) = last.extract::<i64>() {
+                        let prefix = t.get_slice(0, 2);
+                        let prefixes = self.prefixes.bind(py);
+                        let tag = match prefixes.get_item(&prefix)? {
+                            Some(tag) => tag.extract::<u32>()?,
+                            None => {
+                                self.prefix_list.push(prefix.clone().into_any().unbind());
+                                let tag = self.prefix_list.len() as u32;
+                                prefixes.set_item(prefix, tag)?;
+                                tag
+                            }
+                        };
+                        return Ok((tag, off));
+                    }
+                }
+            }
+        }
+        self.others.push(pos.clone().unbind());
+        Ok((u32::MAX, self.others.len() as i64 - 1))
+    }
+
+    fn decode_pos<'py>(&self, py: Python<'py>, pos: Pos) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match pos.0 {
+            0 => pos.1.into_pyobject(py)?.into_any(),
+            u32::MAX => self.others[pos.1 as usize].bind(py).clone(),
+            tag => {
+                let prefix = self.prefix_list[tag as usize - 1].bind(py).cast::<PyTuple>()?.clone();
+                PyTuple::new(py, [prefix.get_item(0)?, prefix.get_item(1)?, pos.1.into_pyobject(py)?.into_any()])?
+                    .into_any()
+            }
+        })
+    }
+
+    /// The event's stream, key, ts, slot values, shape and position.
+    fn incoming<'a>(&mut self, py: Python<'_>, event: &Bound<'_, PyAny>, key: &'a str) -> PyResult<Incoming<'a>> {
+        let stream: String = event.getattr(intern!(py, "stream"))?.extract()?;
+        let stream = self.stream_id(py, &stream);
+        let ts: i64 = event
+            .getattr(intern!(py, "ts"))?
+            .extract()
+            .map_err(|_| PyTypeError::new_err("an event's ts must be an int within 64 bits"))?;
+        let data = event.getattr(intern!(py, "data"))?;
+        let data = data.cast::<PyDict>()?;
+        let mut shape = Vec::with_capacity(data.len());
+        let mut values = Vec::with_capacity(data.len());
+        for (k, v) in data.iter() {
+            let column = k.cast::<PyString>()?;
+            let slot = match self.streams[stream as usize].slots.get(column.to_str()?) {
+                Some(&slot) => slot,
+                None => self.slot_of(py, stream, column.to_str()?),
+            };
+            shape.push(slot);
+            values.push((slot, from_py(&v)?));
+        }
+        let width = self.core.widths[stream as usize];
+        let mut row = vec![V::Missing; width];
+        row[0] = V::I(ts);
+        for (slot, v) in values {
+            row[slot] = v;
+        }
+        let names = &mut self.streams[stream as usize];
+        let shape_id = match names.shape_of.get(&shape) {
+            Some(&id) => id,
+            None => {
+                let id = names.shapes.len() as u32;
+                let prefix = names.name.bind(py).to_str()?.to_owned();
+                names.labels.push(
+                    shape
+                        .iter()
+                        .map(|&s| PyString::new(py, &format!("{prefix}.{}", names.columns[s].bind(py))).unbind())
+                        .collect(),
+                );
+                names.shapes.push(shape.clone());
+                names.shape_of.insert(shape, id);
+                id
+            }
+        };
+        let pos = self.encode_pos(py, &event.getattr(intern!(py, "position"))?)?;
+        Ok(Incoming { stream, key, ts, shape: shape_id, row, pos })
+    }
+
+    /// Results in the contract's order: by registration, then by the arrival of
+    /// their events in FROM order (which is the order of their positions).
+    fn results<'py>(&self, py: Python<'py>, mut hits: Vec<(Box<str>, Hit)>) -> PyResult<Bound<'py, PyList>> {
+        if hits.len() > 1 {
+            hits.sort_by(|(_, a), (_, b)| (a.order, &a.seqs).cmp(&(b.order, &b.seqs)));
+        }
+        let out = PyList::empty(py);
+        for (key, hit) in &hits {
+            out.append(self.result(py, key, hit)?)?;
+        }
+        Ok(out)
+    }
+
+    fn result<'py>(&self, py: Python<'py>, key: &str, hit: &Hit) -> PyResult<Bound<'py, PyAny>> {
+        let q = &self.queries[&hit.bit];
+        let ks = &self.core.keys[key];
+        let event = |s: u32| {
+            let &(_, i) = hit.refs.iter().find(|(ps, _)| *ps == s).unwrap();
+            (&ks.stores[s as usize], i)
+        };
+        let sources = PyDict::new(py);
+        for &s in &q.from {
+            let (store, i) = event(s);
+            sources.set_item(self.streams[s as usize].name.bind(py), self.decode_pos(py, store.pos[i])?)?;
+        }
+        let row = PyDict::new(py);
+        match &q.select {
+            None => {
+                for &s in &q.from {
+                    let (store, i) = event(s);
+                    let names = &self.streams[s as usize];
+                    let shape = store.shape[i] as usize;
+                    for (label, &slot) in names.labels[shape].iter().zip(&names.shapes[shape]) {
+                        row.set_item(label.bind(py), to_py(py, store.value(i, slot))?)?;
+                    }
+                }
+            }
+            Some(select) => {
+                for (label, s, slot) in select {
+                    let (store, i) = event(*s);
+                    row.set_item(label.bind(py), to_py(py, store.value(i, *slot))?)?;
+                }
+            }
+        }
+        self.result_cls.bind(py).call1((q.id.bind(py), key, hit.ts, sources, row))
+    }
+
+    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let key_ob = event.getattr(intern!(py, "key"))?;
+        let key = key_ob.cast::<PyString>()?.to_str()?;
+        let incoming = self.incoming(py, event, key)?;
+        let mut ex = PyExact { py, f: exact, error: None };
+        let outcome = self.core.process(incoming, &mut ex);
+        if let Some(e) = ex.error {
+            return Err(e);
+        }
+        match outcome {
+            Ok(hits) if hits.is_empty() => Ok(PyList::empty(py).into_any()),
+            Ok(hits) => {
+                let key: Box<str> = key.into();
+                Ok(self.results(py, hits.into_iter().map(|h| (key.clone(), h)).collect())?.into_any())
+            }
+            Err(late) => Ok(late.maxts.into_pyobject(py)?.into_any()),
+        }
+    }
+}
+
+#[pymethods]
+impl PyOperator {
+    #[new]
+    fn new(py: Python<'_>, retention: i64, lateness: i64, result_cls: Py<PyAny>, exact: Py<PyAny>) -> Self {
+        PyOperator {
+            core: Operator::new(retention, lateness),
+            streams: Vec::new(),
+            stream_of: HashMap::new(),
+            queries: HashMap::new(),
+            result_cls,
+            exact,
+            prefixes: PyDict::new(py).unbind(),
+            prefix_list: Vec::new(),
+            others: Vec::new(),
+        }
+    }
+
+    /// The id of a stream and the slot of one of its columns, for compiling predicates.
+    fn slot(&mut self, py: Python<'_>, stream: &str, column: &str) -> (u32, usize) {
+        let id = self.stream_id(py, stream);
+        (id, self.slot_of(py, id, column))
+    }
+
+    /// Add a compiled query; returns its bit. `select` is None for `SELECT *`, else
+    /// (label, stream, column) triples.
+    fn register(&mut self, py: Python<'_>, query_id: Py<PyString>, streams: Vec<String>, window: i64,
+                preds: Vec<Bound<'_, PyTuple>>, select: Option<Vec<(Py<PyString>, String, String)>>) -> PyResult<usize> {
+        let from: Vec<u32> = streams.iter().map(|s| self.stream_id(py, s)).collect();
+        let preds = preds.iter().map(pred).collect::<PyResult<Vec<_>>>()?;
+        let select = match select {
+            None => None,
+            Some(items) => Some(
+                items
+                    .into_iter()
+                    .map(|(label, s, c)| {
+                        let (sid, slot) = self.slot(py, &s, &c);
+                        (label, sid, slot)
+                    })
+                    .collect(),
+            ),
+        };
+        let bit = self.core.register(QuerySpec { streams: from.clone(), window, preds });
+        self.queries.insert(bit, QueryInfo { id: query_id, from, select });
+        Ok(bit)
+    }
+
+    fn deregister(&mut self, bit: usize) {
+        self.core.deregister(bit);
+        self.queries.remove(&bit);
+    }
+
+    /// The results of query `bit` over the held events.
+    fn history<'py>(&mut self, py: Python<'py>, bit: usize) -> PyResult<Bound<'py, PyList>> {
+        let exact = self.exact.clone_ref(py);
+        let mut ex = PyExact { py, f: exact.bind(py), error: None };
+        let hits = self.core.history(bit, &mut ex);
+        if let Some(e) = ex.error {
+            return Err(e);
+        }
+        self.results(py, hits)
+    }
+
+    /// Accept an event: its results, or the key's maxts (an int) when it is late.
+    fn process<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let exact = self.exact.clone_ref(py);
+        self.process_one(py, event, exact.bind(py))
+    }
+
+    /// `process` over a batch, one answer per event: the boundary is crossed once.
+    fn process_batch<'py>(&mut self, py: Python<'py>, events: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+        let exact = self.exact.clone_ref(py);
+        let out = PyList::empty(py);
+        for event in &events {
+            out.append(self.process_one(py, event, exact.bind(py))?)?;
+        }
+        Ok(out)
+    }
+
+    /// A key's (maxts, floor, held events as (stream, ts, data, position) in
+    /// arrival order), or None: what must survive a restart.
+    fn snapshot<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let Some((ks, held)) = self.core.snapshot(key) else { return Ok(None) };
+        let events = PyList::empty(py);
+        for (s, i) in held {
+            let store = &ks.stores[s as usize];
+            let names = &self.streams[s as usize];
+            let data = PyDict::new(py);
+            for &slot in &names.shapes[store.shape[i] as usize] {
+                data.set_item(names.columns[slot].bind(py), to_py(py, store.value(i, slot))?)?;
+            }
+            events.append((names.name.bind(py), store.ts[i], data, self.decode_pos(py, store.pos[i])?))?;
+        }
+        Ok(Some(PyTuple::new(py, [ks.maxts.into_pyobject(py)?.into_any(), ks.floor.into_pyobject(py)?.into_any(), events.into_any()])?))
+    }
+
+    /// Reinstate a key from `snapshot`'s parts without evaluating anything.
+    fn restore(&mut self, py: Python<'_>, key: &str, maxts: Option<i64>, floor: Option<i64>,
+               events: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+        self.core.set_key(key, maxts, floor);
+        for event in &events {
+            let incoming = self.incoming(py, event, key)?;
+            self.core.restore(incoming, maxts, floor);
+        }
+        Ok(())
+    }
+
+    /// (maxts, floor) of a key, or None for a key never seen.
+    fn key_bounds(&self, key: &str) -> Option<(Option<i64>, Option<i64>)> {
+        self.core.keys.get(key).map(|ks| (ks.maxts, ks.floor))
+    }
+
+    /// Held events per stream, over all keys.
+    fn held_events(&self) -> HashMap<String, usize> {
+        self.core
+            .held()
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, n)| n > 0)
+            .map(|(s, n)| (self.stream_of.iter().find(|(_, id)| **id as usize == s).unwrap().0.clone(), n))
+            .collect()
+    }
+
+    #[getter]
+    fn horizon(&self) -> i64 {
+        self.core.horizon
+    }
+
+    #[setter]
+    fn set_horizon(&mut self, horizon: i64) {
+        self.core.horizon = horizon;
+    }
+
+    /// Counters since creation: events, candidates (held events examined as
+    /// partners), probes (join/window list probes on them), results.
+    fn stats(&self) -> HashMap<&'static str, u64> {
+        let s = self.core.stats;
+        HashMap::from([("events", s.events), ("candidates", s.candidates), ("probes", s.probes), ("results", s.results)])
+    }
+}
