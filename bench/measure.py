@@ -70,6 +70,9 @@ def _make_engine(kind: str, config: dict):
     if kind == "engine":
         from juggler.engine.operator import JugglerEngine
         return JugglerEngine(cfg)
+    if kind == "native":
+        from juggler.engine.native_engine import NativeEngine
+        return NativeEngine(cfg)
     if kind == "naive":
         from juggler.engine.naive import NaiveEngine
         return NaiveEngine(cfg)
@@ -77,6 +80,10 @@ def _make_engine(kind: str, config: dict):
 
 
 def _counters(engine) -> dict[str, Any]:
+    if hasattr(engine, "stats"):
+        stats = engine.stats()
+        return {"work": stats, "candidates_per_event": stats["candidates"] / max(stats["events"], 1),
+                "candidates_per_result": stats["candidates"] / max(stats["results"], 1)}
     manager = getattr(engine, "manager", None)
     if manager is None:
         return {}
@@ -129,7 +136,7 @@ def run_spec(spec: dict) -> dict[str, Any]:
         counts = held()
         out["held"] = sum(counts.values())
         out["held_by_stream"] = counts
-        out["keys"] = len(engine.keys)
+        out["keys"] = engine.key_count() if hasattr(engine, "key_count") else len(engine.keys)
     out |= _counters(engine)
     return out
 

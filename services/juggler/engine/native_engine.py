@@ -104,6 +104,9 @@ class NativeEngine:
         """(maxts, floor) of a key, None for a key never seen."""
         return self._op.key_bounds(key)
 
+    def key_count(self) -> int:
+        return self._op.key_count()
+
     def held_events(self) -> dict[str, int]:
         return self._op.held_events()
 

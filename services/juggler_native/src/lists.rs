@@ -134,6 +134,11 @@ impl RangeList {
         }
     }
 
+    /// Every query with a predicate in the list.
+    pub fn users(&self) -> &[u64] {
+        self.row(if self.lower { 0 } else { self.entries.len() })
+    }
+
     fn row(&self, p: usize) -> &[u64] {
         &self.table[p * self.nw..(p + 1) * self.nw]
     }
@@ -290,6 +295,11 @@ impl EqList {
             }
         }
         self.order = order;
+    }
+
+    /// Every query with a predicate in the list.
+    pub fn users(&self) -> &[u64] {
+        &self.all
     }
 
     /// The queries failing when the value equals `key`: `=` entries with another

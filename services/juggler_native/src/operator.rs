@@ -112,6 +112,11 @@ pub struct Stats {
     /// Join and window list probes on partners.
     pub probes: u64,
     pub results: u64,
+    /// Partner retrievals by value-index probes, and by time-range scans.
+    pub probed: u64,
+    /// Value-index entries visited by probes (each then checked against the time range).
+    pub visited: u64,
+    pub scanned: u64,
 }
 
 pub struct Late {
@@ -176,6 +181,31 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
         any |= *o;
     }
     any != 0
+}
+
+/// The queries of `group` with a predicate in `list`, and the loosest of their
+/// thresholds (the lowest of a lower list, the highest of an upper one).
+fn loosest(list: &RangeList, group: &[u64], nw: usize) -> Option<(Vec<u64>, f64)> {
+    if !mask_intersects(list.users(), group) {
+        return None;
+    }
+    let mut covered = vec![0; nw];
+    let mut bound = None;
+    for e in &list.entries {
+        let mut any = 0;
+        for ((cv, m), g) in covered.iter_mut().zip(&e.mask).zip(group) {
+            *cv |= m & g;
+            any |= m & g;
+        }
+        if any != 0 && (bound.is_none() || !list.lower) {
+            bound = Some(e.tf);
+        }
+    }
+    bound.map(|b| (covered, b))
+}
+
+fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
+    a.iter().zip(b).any(|(x, y)| x & y != 0)
 }
 
 fn bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
@@ -395,7 +425,7 @@ impl Operator {
             })
             .collect();
         for &root in &spec.streams {
-            let path: Vec<u32> = std::iter::once(root).chain(spec.streams.iter().copied().filter(|&s| s != root)).collect();
+            let path = Self::path(spec, root);
             let mut node = match self.roots.get(&root) {
                 Some(&n) => n,
                 None => {
@@ -437,6 +467,45 @@ impl Operator {
                 }
             }
         }
+    }
+
+    /// The order a query binds its streams from `root`: next, the stream whose
+    /// partners are found most narrowly: one with attribute predicates (a value-index
+    /// probe over a constant), then one joined to a bound stream (a probe over the
+    /// bound value), then one with a window predicate on a bound stream (a narrower
+    /// time range), then FROM order. Every combination of the streams bound before a
+    /// stream multiplies its retrievals, so the narrow ones go first.
+    fn path(spec: &QuerySpec, root: u32) -> Vec<u32> {
+        let mut path = vec![root];
+        let mut rest: Vec<u32> = spec.streams.iter().copied().filter(|&s| s != root).collect();
+        let rank = |path: &[u32], s: u32| {
+            let mut score = (false, false, false);
+            for p in &spec.preds {
+                match p {
+                    PredSpec::Range { stream, .. } | PredSpec::Eq { stream, .. } if *stream == s => score.0 = true,
+                    PredSpec::PairRange { l, r, .. } | PredSpec::PairEq { l, r, .. } => {
+                        let linked = (l.0 == s && path.contains(&r.0)) || (r.0 == s && path.contains(&l.0));
+                        if linked && l.1 == 0 && r.1 == 0 {
+                            score.2 = true;
+                        } else if linked {
+                            score.1 = true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            score
+        };
+        while !rest.is_empty() {
+            let mut best = 0;
+            for k in 1..rest.len() {
+                if rank(&path, rest[k]) > rank(&path, rest[best]) {
+                    best = k;
+                }
+            }
+            path.push(rest.remove(best));
+        }
+        path
     }
 
     fn new_node(&self, stream: u32) -> Node {
@@ -647,6 +716,7 @@ impl Operator {
         let floor = ks.floor.unwrap_or(i64::MIN) as i128;
         let mut group = vec![0; self.nw];
         let mut survivors = vec![0; self.nw];
+        let mut fail: Vec<u64> = vec![0; self.nw];
         for &child in &self.nodes[node].children {
             let c = &self.nodes[child];
             let mut any = 0;
@@ -661,17 +731,38 @@ impl Operator {
             if ks.stores.get(s).is_none_or(|st| st.is_empty()) {
                 continue;
             }
-            let lo = (maxts as i128 - c.widest as i128).max(floor);
-            let hi = mints as i128 + c.widest as i128;
-            let range = ks.stores[s].between(lo, hi);
-            for i in range {
+            let (lo, hi) = self.narrowed(ks, c, partial, &group,
+                                         (maxts as i128 - c.widest as i128).max(floor),
+                                         mints as i128 + c.widest as i128);
+            if lo > hi {
+                continue;
+            }
+            let depth = partial.len();
+            // (index, the queries it is a candidate for: None for the whole group)
+            let (candidates, only) = match self.probe(ks, c, depth, partial, &group, lo, hi, stats) {
+                Some(found) => {
+                    stats.probed += 1;
+                    found
+                }
+                None => {
+                    stats.scanned += 1;
+                    (ks.stores[s].between(lo, hi).collect(), Vec::new())
+                }
+            };
+            let nw = self.nw;
+            for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq[i] >= before {
                     continue;
                 }
                 stats.candidates += 1;
                 survivors.copy_from_slice(&group);
-                let fail = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
-                if !and_not(&mut survivors, fail) {
+                if !only.is_empty() {
+                    for (w, m) in survivors.iter_mut().zip(&only[k * nw..(k + 1) * nw]) {
+                        *w &= m;
+                    }
+                }
+                let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
+                if !and_not(&mut survivors, attr) {
                     continue;
                 }
                 let ts = ks.stores[s].ts[i];
@@ -682,12 +773,19 @@ impl Operator {
                 partial.push((c.stream, i));
                 let mut alive = true;
                 for check in &c.checks {
+                    let users = match check.list {
+                        ListRef::Range(j) => self.ranges[j].users(),
+                        ListRef::Eq(j) => self.eqs[j].users(),
+                    };
+                    if !mask_intersects(&survivors, users) {
+                        continue;
+                    }
                     stats.probes += 1;
                     let (ls, li) = partial[check.l.0];
                     let (rs, ri) = partial[check.r.0];
                     let lv = ks.stores[ls as usize].value(li, check.l.1);
                     let rv = ks.stores[rs as usize].value(ri, check.r.1);
-                    let mut fail = vec![0; self.nw];
+                    fail.iter_mut().for_each(|w| *w = 0);
                     match check.list {
                         ListRef::Range(j) => self.ranges[j].pair_fail(lv, rv, &mut fail, exact),
                         ListRef::Eq(j) => self.eqs[j].pair_fail(lv, rv, &mut fail, exact),
@@ -708,6 +806,152 @@ impl Operator {
                 partial.pop();
             }
         }
+    }
+
+    /// The node's time range narrowed by each window list (a `ts` against a bound
+    /// stream's `ts`) in which every query of `group` has a predicate: the WES probe of
+    /// the window type. Times are ints, so the bounds are exact.
+    fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
+                mut hi: i128) -> (i128, i128) {
+        let depth = partial.len();
+        for check in &c.checks {
+            let ListRef::Range(j) = check.list else { continue };
+            if check.l.1 != 0 || check.r.1 != 0 {
+                continue;
+            }
+            let list = &self.ranges[j];
+            let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
+            let (partner_is_left, other) = if check.l.0 == depth && check.r.0 < depth {
+                (true, check.r)
+            } else if check.r.0 == depth && check.l.0 < depth {
+                (false, check.l)
+            } else {
+                continue;
+            };
+            let Some((covered, _)) = loosest(list, group, self.nw) else { continue };
+            if covered != group {
+                continue;
+            }
+            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
+            let entries = list.entries.iter().filter(|e| mask_intersects(&e.mask, group));
+            let ti = if list.lower { entries.map(|e| e.ti).min() } else { entries.map(|e| e.ti).max() };
+            let Some(ti) = ti else { continue };
+            let (os, oi) = partial[other.0];
+            let ots = ks.stores[os as usize].ts[oi] as i128;
+            let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
+            match (partner_is_left, list.lower) {
+                (true, true) => lo = lo.max(ots + ti),   // p - o >= ti
+                (true, false) => hi = hi.min(ots + ti),  // p - o <= ti
+                (false, true) => hi = hi.min(ots - ti),  // o - p >= ti
+                (false, false) => lo = lo.max(ots - ti), // o - p <= ti
+            }
+        }
+        (lo, hi)
+    }
+
+    /// JES retrieval for a node: when every query of `group` has a predicate in a
+    /// join list whose other side is bound, the union of one value-index probe per
+    /// list (over the loosest constant of the group's queries in it, widened past
+    /// rounding; the lists' exact filter decides) replaces the time-range scan, if it
+    /// visits fewer events. Each partner found is examined once, for the whole group.
+    #[allow(clippy::too_many_arguments)]
+    fn probe(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], lo: i128,
+             hi: i128, stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
+        let s = c.stream as usize;
+        let in_window = ks.stores[s].between(lo, hi).len();
+        if in_window < 16 || c.checks.is_empty() {
+            return None;
+        }
+        let mut options: Vec<(usize, usize, f64, f64, Vec<u64>)> = Vec::new();
+        for check in &c.checks {
+            let ListRef::Range(j) = check.list else { continue };
+            let list = &self.ranges[j];
+            let (partner_is_left, partner_slot, other) = if check.l.0 == depth && check.r.0 < depth {
+                (true, check.l.1, check.r)
+            } else if check.r.0 == depth && check.l.0 < depth {
+                (false, check.r.1, check.l)
+            } else {
+                continue;
+            };
+            if partner_slot == 0 {
+                continue; // a window predicate: the time range already holds it
+            }
+            let (os, oi) = partial[other.0];
+            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
+            let Some((covered, o)) = loosest(list, group, self.nw) else { continue };
+            let f = list.factor.expect("a pair list").f;
+            // d = l - f*r, and d >= o (lower) or d <= o (upper), solved for the partner
+            let (target, above) = if partner_is_left {
+                (o + f * ov, list.lower)
+            } else {
+                ((ov - o) / f, list.lower == (f < 0.0))
+            };
+            let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
+            if !target.is_finite() || !slack.is_finite() {
+                continue;
+            }
+            let (vlo, vhi) = if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) };
+            let x = ks.stores[s].index(partner_slot);
+            let count = ks.stores[s].count(x, vlo, vhi);
+            options.push((count, x, vlo, vhi, covered));
+        }
+        // Attribute lists of the partner's stream: tail constants make these the
+        // narrowest ranges of all.
+        if let Some(info) = self.streams.get(s) {
+            for &(list, slot, r) in &info.attr {
+                let (ListRef::Range(j), None) = (list, r) else { continue };
+                let list = &self.ranges[j];
+                let Some((covered, t)) = loosest(list, group, self.nw) else { continue };
+                let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
+                if !t.is_finite() {
+                    continue;
+                }
+                let (vlo, vhi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
+                let x = ks.stores[s].index(slot);
+                let count = ks.stores[s].count(x, vlo, vhi);
+                options.push((count, x, vlo, vhi, covered));
+            }
+        }
+        options.sort_by_key(|o| o.0);
+        let mut uncovered = group.to_vec();
+        let mut chosen = Vec::new();
+        let mut total = 0;
+        for (count, x, vlo, vhi, covered) in options {
+            if !mask_intersects(&uncovered, &covered) {
+                continue;
+            }
+            total += count;
+            if total >= in_window {
+                return None;
+            }
+            and_not(&mut uncovered, &covered);
+            chosen.push((x, vlo, vhi, covered));
+            if uncovered.iter().all(|&w| w == 0) {
+                // Each partner once, for the queries of the probes that found it.
+                let store = &ks.stores[s];
+                let mut found: Vec<(usize, usize)> = Vec::new();
+                let mut hits = Vec::new();
+                for (p, (x, vlo, vhi, _)) in chosen.iter().enumerate() {
+                    hits.clear();
+                    stats.visited += store.probe(*x, *vlo, *vhi, lo, hi, &mut hits) as u64;
+                    found.extend(hits.iter().map(|&i| (i, p)));
+                }
+                found.sort_unstable();
+                let nw = self.nw;
+                let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
+                for (i, p) in found {
+                    if indices.last() != Some(&i) {
+                        indices.push(i);
+                        masks.extend_from_slice(&chosen[p].3);
+                    } else {
+                        let at = masks.len() - nw;
+                        or_into(&mut masks[at..], &chosen[p].3);
+                    }
+                }
+                return Some((indices, masks));
+            }
+        }
+        None
     }
 
     /// Held events per stream id, over all keys.

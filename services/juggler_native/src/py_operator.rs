@@ -486,6 +486,10 @@ impl PyOperator {
         self.core.keys.get(key).map(|ks| (ks.maxts, ks.floor))
     }
 
+    fn key_count(&self) -> usize {
+        self.core.keys.len()
+    }
+
     /// Held events per stream, over all keys.
     fn held_events(&self) -> HashMap<String, usize> {
         self.core
@@ -511,6 +515,6 @@ impl PyOperator {
     /// partners), probes (join/window list probes on them), results.
     fn stats(&self) -> HashMap<&'static str, u64> {
         let s = self.core.stats;
-        HashMap::from([("events", s.events), ("candidates", s.candidates), ("probes", s.probes), ("results", s.results)])
+        HashMap::from([("events", s.events), ("candidates", s.candidates), ("probes", s.probes), ("results", s.results), ("probed", s.probed), ("scanned", s.scanned), ("visited", s.visited)])
     }
 }

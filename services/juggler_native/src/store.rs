@@ -26,6 +26,27 @@ pub struct Store {
     pub cache: Vec<u64>,
     pub cache_version: Vec<u32>,
     pub cache_words: usize,
+    /// JES: value indexes over joined columns, made on first probe.
+    pub indexes: Vec<ValueIndex>,
+}
+
+/// A joined column's held values in order (DESIGN 6's JES), each with the event's
+/// (ts, seq) so a probe can find it in the store after inserts move it. Entries of
+/// purged events stay until the store compacts; probes skip them by time.
+#[derive(Clone, Debug, Default)]
+pub struct ValueIndex {
+    pub slot: usize,
+    pub entries: Vec<(f64, i64, u64)>,
+}
+
+/// A value's place in a value index: doubles as they are, ints beyond 64 bits nearly
+/// (probes widen their ranges far beyond that rounding); other types satisfy no
+/// range predicate and are left out.
+fn index_key(v: &crate::value::V) -> Option<f64> {
+    match v {
+        crate::value::V::X(text) => text.parse::<f64>().ok(),
+        other => other.as_f64(),
+    }
 }
 
 impl Store {
@@ -106,7 +127,51 @@ impl Store {
             self.cache.splice(at..at, std::iter::repeat_n(0, self.cache_words));
             self.cache_version.insert(i, u32::MAX);
         }
+        for x in &mut self.indexes {
+            if let Some(v) = index_key(&self.vals[i * self.width + x.slot]) {
+                let at = x.entries.partition_point(|e| e.0 < v);
+                x.entries.insert(at, (v, ts, seq));
+            }
+        }
         i
+    }
+
+    /// The value index of `slot`, made from the held events if there is none.
+    pub fn index(&mut self, slot: usize) -> usize {
+        if let Some(i) = self.indexes.iter().position(|x| x.slot == slot) {
+            return i;
+        }
+        let mut entries: Vec<(f64, i64, u64)> = self
+            .all()
+            .filter_map(|i| index_key(self.value(i, slot)).map(|v| (v, self.ts[i], self.seq[i])))
+            .collect();
+        entries.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.indexes.push(ValueIndex { slot, entries });
+        self.indexes.len() - 1
+    }
+
+    /// Store indices of the events whose value in index `x` lies in [vlo, vhi] and
+    /// whose ts lies in [tlo, thi], appended to `out`.
+    pub fn probe(&self, x: usize, vlo: f64, vhi: f64, tlo: i128, thi: i128, out: &mut Vec<usize>) -> usize {
+        let entries = &self.indexes[x].entries;
+        let a = entries.partition_point(|e| e.0 < vlo);
+        let b = entries.partition_point(|e| e.0 <= vhi);
+        for &(_, ts, seq) in &entries[a..b.max(a)] {
+            if (ts as i128) < tlo || (ts as i128) > thi {
+                continue;
+            }
+            let found = self.between(ts as i128, ts as i128).find(|&i| self.seq[i] == seq);
+            if let Some(i) = found {
+                out.push(i);
+            }
+        }
+        b.saturating_sub(a)
+    }
+
+    /// How many index entries lie in [vlo, vhi] (what a probe would visit).
+    pub fn count(&self, x: usize, vlo: f64, vhi: f64) -> usize {
+        let entries = &self.indexes[x].entries;
+        entries.partition_point(|e| e.0 <= vhi).saturating_sub(entries.partition_point(|e| e.0 < vlo))
     }
 
     /// Drop the events below `floor` (the key's floor: no result can use them), and
@@ -124,6 +189,9 @@ impl Store {
             self.cache.drain(..h * self.cache_words);
             self.cache_version.drain(..h);
             self.head = 0;
+            for x in &mut self.indexes {
+                x.entries.retain(|e| e.1 >= floor);
+            }
         }
     }
 }
