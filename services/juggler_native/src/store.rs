@@ -31,12 +31,12 @@ pub struct Store {
 }
 
 /// A joined column's held values in order (DESIGN 6's JES), each with the event's
-/// (ts, seq) so a probe can find it in the store after inserts move it. Entries of
+/// index in the store (kept right as inserts and compaction move events). Entries of
 /// purged events stay until the store compacts; probes skip them by time.
 #[derive(Clone, Debug, Default)]
 pub struct ValueIndex {
     pub slot: usize,
-    pub entries: Vec<(f64, i64, u64)>,
+    pub entries: Vec<(f64, usize)>,
 }
 
 /// A value's place in a value index: doubles as they are, ints beyond 64 bits nearly
@@ -127,10 +127,14 @@ impl Store {
             self.cache.splice(at..at, std::iter::repeat_n(0, self.cache_words));
             self.cache_version.insert(i, u32::MAX);
         }
+        let moved = i + 1 < self.ts.len();
         for x in &mut self.indexes {
+            if moved {
+                x.entries.iter_mut().filter(|e| e.1 >= i).for_each(|e| e.1 += 1);
+            }
             if let Some(v) = index_key(&self.vals[i * self.width + x.slot]) {
                 let at = x.entries.partition_point(|e| e.0 < v);
-                x.entries.insert(at, (v, ts, seq));
+                x.entries.insert(at, (v, i));
             }
         }
         i
@@ -141,31 +145,26 @@ impl Store {
         if let Some(i) = self.indexes.iter().position(|x| x.slot == slot) {
             return i;
         }
-        let mut entries: Vec<(f64, i64, u64)> = self
-            .all()
-            .filter_map(|i| index_key(self.value(i, slot)).map(|v| (v, self.ts[i], self.seq[i])))
-            .collect();
+        let mut entries: Vec<(f64, usize)> =
+            self.all().filter_map(|i| index_key(self.value(i, slot)).map(|v| (v, i))).collect();
         entries.sort_by(|a, b| a.0.total_cmp(&b.0));
         self.indexes.push(ValueIndex { slot, entries });
         self.indexes.len() - 1
     }
 
     /// Store indices of the events whose value in index `x` lies in [vlo, vhi] and
-    /// whose ts lies in [tlo, thi], appended to `out`.
+    /// whose ts lies in [tlo, thi], appended to `out`; returns the entries visited.
     pub fn probe(&self, x: usize, vlo: f64, vhi: f64, tlo: i128, thi: i128, out: &mut Vec<usize>) -> usize {
         let entries = &self.indexes[x].entries;
         let a = entries.partition_point(|e| e.0 < vlo);
-        let b = entries.partition_point(|e| e.0 <= vhi);
-        for &(_, ts, seq) in &entries[a..b.max(a)] {
-            if (ts as i128) < tlo || (ts as i128) > thi {
-                continue;
-            }
-            let found = self.between(ts as i128, ts as i128).find(|&i| self.seq[i] == seq);
-            if let Some(i) = found {
+        let b = entries.partition_point(|e| e.0 <= vhi).max(a);
+        for &(_, i) in &entries[a..b] {
+            let ts = self.ts[i] as i128;
+            if i >= self.head && tlo <= ts && ts <= thi {
                 out.push(i);
             }
         }
-        b.saturating_sub(a)
+        b - a
     }
 
     /// How many index entries lie in [vlo, vhi] (what a probe would visit).
@@ -190,7 +189,8 @@ impl Store {
             self.cache_version.drain(..h);
             self.head = 0;
             for x in &mut self.indexes {
-                x.entries.retain(|e| e.1 >= floor);
+                x.entries.retain(|e| e.1 >= h);
+                x.entries.iter_mut().for_each(|e| e.1 -= h);
             }
         }
     }
@@ -217,5 +217,25 @@ mod tests {
         s.purge(20);
         assert_eq!(s.len(), 3);
         assert_eq!(s.between(0, 100), 2..5);
+    }
+
+    #[test]
+    fn value_index_probes_find_events_after_inserts_and_compaction_move_them() {
+        let mut s = Store { width: 2, ..Default::default() };
+        for seq in 0..100u64 {
+            let ts = seq as i64 * 10;
+            s.insert(ts, seq, (0, 0), 0, vec![V::I(ts), V::F((seq % 10) as f64)]);
+        }
+        let x = s.index(1);
+        s.insert(55, 100, (0, 0), 0, vec![V::I(55), V::F(3.0)]); // in the middle
+        s.purge(500);
+        s.purge(800); // compacts
+        s.insert(2000, 101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
+        let mut found = Vec::new();
+        s.probe(x, 3.0, 3.0, 0, 10_000, &mut found);
+        let mut seqs: Vec<u64> = found.iter().map(|&i| s.seq[i]).collect();
+        seqs.sort();
+        assert_eq!(seqs, vec![83, 93, 101]);
+        assert!(found.iter().all(|&i| s.value(i, 1) == &V::F(3.0)));
     }
 }
