@@ -385,7 +385,10 @@ def admin_ready(bootstrap: str, timeout: float = 5.0) -> bool:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    from juggler.kafka.client_config import Security, client_config
+
+    # the broker's own PLAINTEXT listener, whatever the environment says about clusters
+    admin = AdminClient(client_config(bootstrap, Security(), log_level=0))
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException:

@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from juggler.kafka.client_config import client_config
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
 
@@ -62,7 +63,7 @@ class JugglerWorker:
         if settings.create_topics:
             ensure_worker_topics(settings, self.streams)
         self.partitions = partitions(settings) or settings.partitions or 1
-        self.client_config = {"bootstrap.servers": settings.bootstrap}
+        self.client_config = client_config(settings.bootstrap)
         self.admin = AdminClient({**self.client_config, "log_level": 3})
         self.max_record_bytes = settings.max_record_bytes
         self.state_room = settings.max_record_bytes - RECORD_OVERHEAD
