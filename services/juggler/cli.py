@@ -94,9 +94,13 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
 @click.option("--max-idle-ms", default=None, metavar="MS", type=click.IntRange(min=0),
               help="How long to wait for an idle stream partition (default 500).")
-@click.option("--web-host", default=None, help="Address the HTTP port binds to.")
+@click.option("--web-host", default=None,
+              help="Address the HTTP port binds to (default 127.0.0.1; 0.0.0.0 for all).")
 @click.option("--web-port", default=None, type=click.IntRange(min=1, max=65535),
               help="HTTP port: /queries/<id>/results, /queries, /health, /metrics.")
+@click.option("--web-token", default=None, metavar="TOKEN",
+              help="Require `Authorization: Bearer TOKEN` on the HTTP port (but /health "
+                   "and /metrics); prefer env JUGGLER_WEB_TOKEN: a flag shows in `ps`.")
 @click.option("--schemas", "schemas_dir", default=None, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--registry-url", default=None, help="Schema Registry URL (optional).")

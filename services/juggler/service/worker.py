@@ -148,10 +148,13 @@ class JugglerWorker:
             signal.signal(sig, lambda *_: self._stop.set())
         self.results_store = ResultsStore(self.client_config, self.names.all_results, self.codec)
         self.results_store.start()
-        server = serve(self, self.settings.web_host, self.settings.web_port)
-        log.info("juggler worker %s: bootstrap %s, HTTP on http://%s:%d, %d partitions, "
-                 "app id %r", _version(), self.settings.bootstrap, self.settings.web_host,
-                 server.port, self.partitions, self.settings.app_id)
+        server = serve(self, self.settings.web_host, self.settings.web_port,
+                       self.settings.web_token)
+        log.info("juggler worker %s: bootstrap %s (%s), HTTP on http://%s:%d%s, "
+                 "%d partitions, app id %r", _version(), self.settings.bootstrap,
+                 self.client_config["security.protocol"], self.settings.web_host,
+                 server.port, " (bearer token required)" if self.settings.web_token else "",
+                 self.partitions, self.settings.app_id)
         try:
             self._loop()
         except Exception as exc:
