@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from juggler.cli import main
 from juggler.kafka.client_config import ENV_PREFIX, Security, client_config
-from test_worker_harness import WorkerProcess, unique
+from test_worker_harness import Client, WorkerProcess, unique
 from tls_files import TlsFiles, make_tls_files
 
 pytestmark = pytest.mark.integration
@@ -146,3 +146,30 @@ def _first_error(security: Security, bootstrap: str, timeout: float = 30.0) -> s
         return errors[0].str() if errors else "no error"
     finally:
         consumer.close()
+
+
+def test_spark_jobs_write_and_read_through_sasl_ssl(cluster: tuple[str, TlsFiles],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """generate writes with Spark's Kafka sink and replay reads with its source, both
+    given the same settings as the Java client's options (SCRAM JAAS, PEM stores)."""
+    pytest.importorskip("pyspark")
+    from juggler.spark.cli import spark as spark_group
+    from juggler.spark.session import spark_session
+
+    bootstrap, tls = cluster
+    source, target = unique("spark-sec-") + ".", unique("spark-sec-") + "."
+    session = spark_session("juggler-secured-test")
+    try:
+        for args in (["generate", "--seed", "3", "--count", "200", "--topic-prefix", source],
+                     ["replay", "--from-topics", "--start-ts", "0", "--end-ts", str(2**62),
+                      "--source-prefix", source, "--topic-prefix", target]):
+            run = CliRunner().invoke(spark_group, [*args, "--bootstrap", bootstrap,
+                                                   *flags(tls)])
+            assert run.exit_code == 0, run.output
+    finally:
+        session.stop()
+    for name, value in settings(tls).items():  # the test's own reader
+        monkeypatch.setenv(ENV_PREFIX + name.upper(), value)
+    copies = [Client(bootstrap, prefix) for prefix in (source, target)]
+    counts = [sum(len(c.read(c.names.stream(s))) for s in "BHKT") for c in copies]
+    assert counts == [200, 200]
