@@ -381,28 +381,30 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
 @timeout_option
 def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: float) -> None:
     """Produce an events file to the stream topics, in order; a control line is sent
-    and waited for until live in every partition before the events after it.
+    and waited for until live in every partition before the events after it. A
+    progress bar shows on a terminal; elsewhere only the final count is printed.
 
     Exit status 2 on bad input (naming the line), 1 when a command was rejected.
     """
+    import sys
+
     from juggler.codec.jsonl import InputError
     from juggler.control.client import ControlError
     from juggler.control.produce import lines_of, produce, source
+    from juggler.control.produce_progress import progress_bar
 
-    def report(done: Any) -> None:
-        click.echo(f"\rproduced {done.events:,} events, {done.commands} commands",
-                   nl=False, err=True)
-
+    file = source(events)
     try:
-        done = produce(bootstrap, lines_of(source(events)), prefix=topic_prefix,
-                       timeout=timeout, progress=report)
+        with progress_bar(file if isinstance(file, Path) else None, sys.stderr) as shown:
+            done = produce(bootstrap, lines_of(file), prefix=topic_prefix, timeout=timeout,
+                           progress=shown)
     except InputError as exc:
         where = f"line {exc.line}: " if exc.line else ""
         click.echo(f"Error: {events}: {where}{exc}", err=True)
         raise SystemExit(BAD_INPUT) from None
     except (ControlError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"\rproduced {done.events:,} events, {done.commands} commands", err=True)
+    click.echo(f"produced {done.events:,} events, {done.commands} commands", err=True)
 
 
 def _tail_options(command: Callable[..., Any]) -> Callable[..., Any]:
