@@ -122,6 +122,7 @@ def test_clients_without_the_credentials_are_refused(cluster: tuple[str, TlsFile
     for refused in ([], flags(tls, password="wrong")):
         run = juggler("query", "list", "--bootstrap", bootstrap, "--timeout", "5", *refused)
         assert run.exit_code != 0 and "cannot reach Kafka" in run.output, run.output
+        assert "check --bootstrap and the security settings" in run.output
     wrong = Security.from_env({ENV_PREFIX + name.upper(): value
                                for name, value in settings(tls, password="wrong").items()})
     assert "SASL authentication error" in _first_error(wrong, bootstrap)

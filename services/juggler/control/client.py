@@ -397,7 +397,10 @@ def _require_topic(client: Any, topic: str, timeout: float) -> int:
     try:
         metadata = client.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
-        raise ControlError(f"cannot reach Kafka: {exc.args[0].str()}") from None
+        # librdkafka says "transport failure" for a wrong address, protocol or password alike
+        raise ControlError(f"cannot reach Kafka: {exc.args[0].str()} (check --bootstrap and "
+                           f"the security settings: --security-protocol, --sasl-*, --ssl-*, "
+                           f"or JUGGLER_KAFKA_*)") from None
     found = metadata.topics.get(topic)
     if found is None or found.error is not None or not found.partitions:
         raise ControlError(f"topic {topic} does not exist; create the topics with "
