@@ -10,7 +10,7 @@ from typing import Any, Callable
 import click
 
 from juggler import __version__
-from juggler.kafka.options import kafka_options, security_options
+from juggler.kafka.cli_options import kafka_options, security_options
 
 ORDERS = ("adaptive", *("".join(p) for p in itertools.permutations("AJW")))
 """`--order`: adaptive, or a static order of the Attribute/Join/Window predicate types."""

@@ -9,7 +9,7 @@ builds its own `bootstrap.servers` dict: librdkafka clients (worker, CLI, demo) 
 both read the same `Security`.
 
 Where the settings come from: the environment (`JUGGLER_KAFKA_*`, below), which CLI
-flags overwrite for their process (`juggler.kafka.security_options`). Child processes
+flags overwrite for their process (`juggler.kafka.cli_options`). Child processes
 (the demo's worker) inherit them the same way a deployment's containers get them.
 """
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from juggler.kafka.options import kafka_options
+from juggler.kafka.cli_options import kafka_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
