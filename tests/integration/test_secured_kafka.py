@@ -101,7 +101,7 @@ def test_worker_registration_and_results_through_sasl_ssl(
         assert _http_results(worker, "slow") == ["p1", "p3"]  # the worker's own reader
 
         for path, status in (("/queries", 401), ("/queries/slow/results", 401),
-                             ("/progress", 401), ("/health", 200)):
+                             ("/progress", 401), ("/health", 200), ("/metrics", 200)):
             assert http_status(worker.url + path) == status, path
 
 
