@@ -33,6 +33,7 @@ from typing import Any
 
 from bench.report_sections import replace_section
 from bench.workloads import workload_j
+from juggler.kafka.client_config import client_config
 
 APP_ID = "juggler-bench-k"
 PARTITIONS = 2
@@ -132,9 +133,9 @@ def ceiling(bootstrap: str, prefix: str, count: int) -> float:
     from juggler.codec.avro import Codec
 
     codec = Codec()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ceiling-{time.time()}",
-                         "enable.auto.commit": False, "log_level": 0,
-                         "fetch.max.bytes": 52_428_800})
+    consumer = Consumer(client_config(bootstrap, **{
+        "group.id": f"ceiling-{time.time()}", "enable.auto.commit": False, "log_level": 0,
+        "fetch.max.bytes": 52_428_800}))
     topics = {f"{prefix}juggler.stream.{s}": s for s in ("B", "H", "T")}
     consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(PARTITIONS)])
     seen = 0
@@ -183,9 +184,9 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     sent_at: dict[int, float] = {}
     lock = threading.Lock()
     latencies: list[float] = []
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{time.time()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "log_level": 0})
+    consumer = Consumer(client_config(bootstrap, **{
+        "group.id": f"latency-{time.time()}", "isolation.level": "read_committed",
+        "enable.auto.commit": False, "log_level": 0}))
     results_topics = [f"{prefix}juggler.results"]  # shared by every query
     ends = {}
     for topic in results_topics:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from juggler.codec.avro import Codec
 from juggler.kafka.broker import broker_or_env, free_port
+from juggler.kafka.client_config import client_config
 from juggler.service import held_state
 from juggler.service.process import WorkerProcess
 from juggler.service.topic_names import TopicNames
@@ -38,8 +39,8 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     apply_topics(bootstrap, prefix=prefix, partitions=1)
     names = TopicNames(prefix)
     codec = Codec()
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                         "batch.size": 1_000_000, "compression.type": "lz4", "log_level": 0})
+    producer = Producer(client_config(bootstrap, **{
+        "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4", "log_level": 0}))
     stream_topic = names.stream("B")
     for i in range(n):
         key = f"p{i % KEYS}".encode()

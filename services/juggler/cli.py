@@ -10,6 +10,7 @@ from typing import Any, Callable
 import click
 
 from juggler import __version__
+from juggler.kafka.cli_options import kafka_options, security_options
 
 ORDERS = ("adaptive", *("".join(p) for p in itertools.permutations("AJW")))
 """`--order`: adaptive, or a static order of the Attribute/Join/Window predicate types."""
@@ -93,9 +94,13 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
 @click.option("--max-idle-ms", default=None, metavar="MS", type=click.IntRange(min=0),
               help="How long to wait for an idle stream partition (default 500).")
-@click.option("--web-host", default=None, help="Address the HTTP port binds to.")
+@click.option("--web-host", default=None,
+              help="Address the HTTP port binds to (default 127.0.0.1; 0.0.0.0 for all).")
 @click.option("--web-port", default=None, type=click.IntRange(min=1, max=65535),
               help="HTTP port: /queries/<id>/results, /queries, /health, /metrics.")
+@click.option("--web-token", default=None, metavar="TOKEN",
+              help="Require `Authorization: Bearer TOKEN` on the HTTP port (but /health "
+                   "and /metrics); prefer env JUGGLER_WEB_TOKEN: a flag shows in `ps`.")
 @click.option("--schemas", "schemas_dir", default=None, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--registry-url", default=None, help="Schema Registry URL (optional).")
@@ -106,6 +111,7 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
               help="Records fetched and taken per round (one transaction per round).")
 @click.option("--loglevel", default=None,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+@security_options
 def worker_command(**options: object) -> None:
     """Run the Kafka worker until SIGTERM/SIGINT.
 
@@ -131,15 +137,6 @@ def _log_to_stderr(level: str) -> None:
 
 
 # -- Kafka: broker, topics, control plane ---------------------------------------------
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
-
-def bootstrap_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--bootstrap", envvar="JUGGLER_BOOTSTRAP", default=DEFAULT_BOOTSTRAP,
-                        show_default=True, metavar="HOST:PORT",
-                        help="Kafka bootstrap servers (env JUGGLER_BOOTSTRAP).")(command)
-
 
 def timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--timeout", default=30.0, show_default=True, metavar="SECONDS",
@@ -180,7 +177,7 @@ def topics_group() -> None:
 
 
 @topics_group.command("apply")
-@bootstrap_option
+@kafka_options
 @click.option("--partitions", default=None, envvar="JUGGLER_PARTITIONS",
               type=click.IntRange(min=1), metavar="P",
               help="Partitions of the stream, fan-out and dead-letter topics "
@@ -254,7 +251,7 @@ def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
                    "the shared juggler.results.")
 @click.option("--no-wait", is_flag=True,
               help="Do not wait for the status (nor for the query to be live).")
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @timeout_option
 def query_register(query_id: str | None, text: str | None, file: Any, history: bool,
@@ -318,7 +315,7 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
 @query_group.command("deregister")
 @click.argument("query_id", metavar="ID", callback=_query_id)
 @click.option("--no-wait", is_flag=True, help="Do not wait for the command's status.")
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @timeout_option
 def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix: str,
@@ -334,7 +331,7 @@ def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix:
               help="Also the ids that are not registered, marked as such: rejected, "
                    "pending (no status yet) or deregistered.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @timeout_option
 def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: str,
@@ -356,7 +353,7 @@ def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: st
 @query_group.command("show")
 @click.argument("query_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @timeout_option
 def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
@@ -379,33 +376,35 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
 @main.command("produce")
 @click.option("--events", "events", required=True, metavar="FILE",
               help="JSON lines in the format of `juggler eval` ('-' for standard input).")
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @timeout_option
 def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: float) -> None:
     """Produce an events file to the stream topics, in order; a control line is sent
-    and waited for until live in every partition before the events after it.
+    and waited for until live in every partition before the events after it. A
+    progress bar shows on a terminal; elsewhere only the final count is printed.
 
     Exit status 2 on bad input (naming the line), 1 when a command was rejected.
     """
+    import sys
+
     from juggler.codec.jsonl import InputError
     from juggler.control.client import ControlError
     from juggler.control.produce import lines_of, produce, source
+    from juggler.control.produce_progress import progress_bar
 
-    def report(done: Any) -> None:
-        click.echo(f"\rproduced {done.events:,} events, {done.commands} commands",
-                   nl=False, err=True)
-
+    file = source(events)
     try:
-        done = produce(bootstrap, lines_of(source(events)), prefix=topic_prefix,
-                       timeout=timeout, progress=report)
+        with progress_bar(file if isinstance(file, Path) else None, sys.stderr) as shown:
+            done = produce(bootstrap, lines_of(file), prefix=topic_prefix, timeout=timeout,
+                           progress=shown)
     except InputError as exc:
         where = f"line {exc.line}: " if exc.line else ""
         click.echo(f"Error: {events}: {where}{exc}", err=True)
         raise SystemExit(BAD_INPUT) from None
     except (ControlError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"\rproduced {done.events:,} events, {done.commands} commands", err=True)
+    click.echo(f"produced {done.events:,} events, {done.commands} commands", err=True)
 
 
 def _tail_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -415,7 +414,7 @@ def _tail_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--follow", is_flag=True,
                      help="Keep reading as records come (Ctrl-C to stop)."),
         topic_prefix_option,
-        bootstrap_option):
+        kafka_options):
         command = option(command)
     return command
 
@@ -470,7 +469,7 @@ def deadletters_command(limit: int | None, from_beginning: bool, follow: bool,
 
 
 @main.command("status")
-@bootstrap_option
+@kafka_options
 @app_id_option
 @topic_prefix_option
 @timeout_option
@@ -512,7 +511,7 @@ def status_command(bootstrap: str, app_id: str, topic_prefix: str, timeout: floa
 
 
 @main.command("progress")
-@bootstrap_option
+@kafka_options
 @app_id_option
 @topic_prefix_option
 @click.option("--wait", is_flag=True,
@@ -574,13 +573,18 @@ def progress_command(bootstrap: str, app_id: str, topic_prefix: str, wait: bool,
               help="Results printed per query (all are counted).")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
               help="Use this cluster instead of starting a local broker.")
+@security_options
 def demo_command(seconds: float, rate: float, patients: int, seed: int,
                  queries: Path | None, show: int, bootstrap: str | None) -> None:
     """The whole service on this machine: a local Kafka broker, the topics, a worker,
     the ICU queries registered, simulated vitals produced in real time, and each
     query's results printed as they are committed."""
     from juggler.demo.run import DemoOptions, run
+    from juggler.kafka.client_config import Security
 
+    if bootstrap is None and Security.from_env().security_protocol != "PLAINTEXT":
+        raise click.UsageError("the security settings are for --bootstrap's cluster; "
+                               "the demo's own local broker is PLAINTEXT")
     options = DemoOptions(seconds=seconds, rate=rate, patients=patients, seed=seed,
                           show=show, bootstrap=bootstrap,
                           **({"queries": queries} if queries else {}))

@@ -97,10 +97,16 @@ class Compose:
     def __init__(self, binary: Path) -> None:
         self.binary = binary
 
-    def model(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-        result = subprocess.run(
+    REQUIRED = {"GRAFANA_ADMIN_PASSWORD": "a-password-of-the-operators-choice"}
+    """What the file refuses to start without (no default passwords)."""
+
+    def load(self, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [str(self.binary), "-project-directory", str(ROOT), str(ROOT / "docker-compose.yml")],
             env=clean_env(env), capture_output=True, text=True, timeout=60)
+
+    def model(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        result = self.load({**self.REQUIRED, **(env or {})})
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from juggler.kafka.broker import DEFAULT_VERSION as KAFKA_VERSION
+from juggler.kafka.client_config import ENV_PREFIX, Security
 from juggler.service.settings import Settings
 
 from deploy_parsers import ROOT, Compose, grafana_dashboards, parse_juggler_args
@@ -62,25 +63,63 @@ def test_workers_bootstrap_from_a_listener_kafka_advertises_inside_the_network(
         model: dict[str, Any]) -> None:
     svc = services(model)
     advertised = set(kafka_listeners(svc["kafka"]).values())
-    for name in ("topics", "worker"):
+    for name in ("topics", "worker", "spark-generator"):
         settings = Settings.from_env(env(svc[name]))
         assert settings.bootstrap in advertised
         assert settings.bootstrap.split(":")[0] == "kafka"
-    generate = svc["spark-generator"]["command"]
-    assert generate[generate.index("--bootstrap") + 1] in advertised
 
 
 def test_worker_settings(model: dict[str, Any]) -> None:
     worker = Settings.from_env(env(services(model)["worker"]))
     assert worker.partitions == 4
     assert worker.instance_id is None  # per replica: host name and pid (see the file)
-    settable = {f"JUGGLER_{f.name.upper()}" for f in fields(Settings)}
-    for name in ("topics", "worker"):
+    settable = {f"JUGGLER_{f.name.upper()}" for f in fields(Settings)} | {
+        f"{ENV_PREFIX}{f.name.upper()}" for f in fields(Security)}
+    for name in ("topics", "worker", "spark-generator"):
         # Settings.from_env ignores a variable it has no field for: a stale one would do nothing
         assert {k for k in env(services(model)[name]) if k.startswith("JUGGLER_")} <= settable
     assert worker.create_topics is False  # the topics service applied them
     assert services(model)["worker"]["command"] == ["worker"]
     assert services(model)["topics"]["command"] == ["topics", "apply"]
+
+
+def test_every_juggler_container_takes_the_kafka_security_settings(compose: Compose,
+                                                                    tmp_path: Path) -> None:
+    """The same JUGGLER_KAFKA_* variables reach topics, workers and the generator, and
+    the TLS directory is mounted where those settings point."""
+    (tmp_path / "ca.pem").write_text("a CA")
+    secured = {"JUGGLER_BOOTSTRAP": "broker.example:9093",
+               "JUGGLER_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+               "JUGGLER_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+               "JUGGLER_KAFKA_SASL_USERNAME": "juggler", "JUGGLER_KAFKA_SASL_PASSWORD": "pw",
+               "JUGGLER_KAFKA_SSL_CA_LOCATION": "/etc/juggler/tls/ca.pem",
+               "JUGGLER_TLS_DIR": str(tmp_path)}
+    svc = services(compose.model(secured))
+    for name in ("topics", "worker", "spark-generator"):
+        settings = env(svc[name])
+        assert Settings.from_env(settings).bootstrap == "broker.example:9093"
+        mounts = {v["target"]: v["source"] for v in svc[name]["volumes"] if v["type"] == "bind"}
+        assert mounts["/etc/juggler/tls"] == str(tmp_path)
+        located = {k: v.replace("/etc/juggler/tls", str(tmp_path)) for k, v in settings.items()}
+        security = Security.from_env(located)  # valid, and its CA file is the mounted one
+        assert (security.security_protocol, security.sasl_username) == ("SASL_SSL", "juggler")
+    unsecured = env(services(compose.model())["worker"])
+    assert Security.from_env(unsecured).security_protocol == "PLAINTEXT"
+
+
+def test_worker_http_is_reachable_and_takes_a_token(compose: Compose) -> None:
+    worker = Settings.from_env(env(services(compose.model())["worker"]))
+    assert (worker.web_host, worker.web_token) == ("0.0.0.0", None)
+    worker = Settings.from_env(env(services(compose.model({"JUGGLER_WEB_TOKEN": "t"}))["worker"]))
+    assert worker.web_token == "t"
+
+
+def test_grafana_has_no_default_password_and_no_anonymous_access(compose: Compose) -> None:
+    refused = compose.load({})
+    assert refused.returncode != 0 and "GRAFANA_ADMIN_PASSWORD" in refused.stderr
+    grafana = env(services(compose.model())["grafana"])
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"] == Compose.REQUIRED["GRAFANA_ADMIN_PASSWORD"]
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
 
 
 @pytest.mark.parametrize("service", ["topics", "worker", "spark-generator"])

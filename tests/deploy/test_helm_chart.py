@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from deploy_parsers import CHART, ROOT, Helm, grafana_dashboards, parse_juggler_args
+from juggler.kafka.client_config import ENV_PREFIX, Security
 from juggler.service.settings import Settings
 
 CUSTOM: dict[str, Any] = {
@@ -32,7 +33,17 @@ CUSTOM: dict[str, Any] = {
                                    "labels": {"release": "kube-prometheus-stack"}}},
     "dashboards": {"annotations": {"grafana_folder": "Juggler"}},
 }
-CHART_SETTINGS = {"bootstrap", "partitions", "web_port", "instance_id", "create_topics"}
+SECURED: dict[str, Any] = {
+    "kafka": {"bootstrap": "kafka.example:9093", "securityProtocol": "SASL_SSL",
+              "sasl": {"mechanism": "SCRAM-SHA-512", "existingSecret": "kafka-user"},
+              "tls": {"existingSecret": "kafka-tls", "certificateKey": "tls.crt",
+                      "keyKey": "tls.key"}},
+    "webToken": {"existingSecret": "juggler-http"},
+}
+"""A secured cluster: SASL_SSL with credentials and PEM files from Secrets, and a token
+on the workers' HTTP port."""
+CHART_SETTINGS = {"bootstrap", "partitions", "web_port", "web_host", "web_token", "instance_id",
+                  "create_topics"}
 """Settings the chart derives from its own values, so `config` must not set them."""
 
 
@@ -67,7 +78,7 @@ def custom(helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, di
     return by_kind(helm.template(CUSTOM, tmp_path_factory.mktemp("values")))
 
 
-@pytest.mark.parametrize("values", [None, CUSTOM], ids=["default", "custom"])
+@pytest.mark.parametrize("values", [None, CUSTOM, SECURED], ids=["default", "custom", "secured"])
 def test_chart_lints_clean(helm: Helm, tmp_path: Path, values: dict[str, Any] | None) -> None:
     result = helm.run("lint", "--strict", str(CHART), values=values, tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -116,7 +127,8 @@ def test_each_pod_is_its_own_instance_and_keeps_no_state(release: str,
     worker = container(deployment)
     assert env_from(worker)["JUGGLER_INSTANCE_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert not {name for name in env(worker) if name.startswith("JUGGLER_")} - \
-        {f"JUGGLER_{f.name.upper()}" for f in fields(Settings)}, "a variable no setting reads"
+        {f"JUGGLER_{f.name.upper()}" for f in fields(Settings)} - \
+        {f"{ENV_PREFIX}{f.name.upper()}" for f in fields(Security)}, "a variable no setting reads"
     assert [m["mountPath"] for m in worker["volumeMounts"]] == ["/tmp"]
     assert [v["emptyDir"] for v in deployment["spec"]["template"]["spec"]["volumes"]] == [{}]
 
@@ -195,6 +207,45 @@ def test_without_the_job_the_workers_create_their_topics(helm: Helm, tmp_path: P
     manifests = by_kind(helm.template({"topicSetup": {"enabled": False}}, tmp_path))
     assert "Job" not in manifests
     assert Settings.from_env(env(container(manifests["Deployment"]))).create_topics is True
+
+
+def test_security_settings_reach_the_workers_and_the_topic_job(helm: Helm,
+                                                               tmp_path: Path) -> None:
+    """Both connect the same way: the protocol and mechanism as values, the SASL
+    credentials from their Secret, the PEM files from theirs, mounted where the
+    settings point; the workers' HTTP port takes its token from a Secret too."""
+    manifests = by_kind(helm.template(SECURED, tmp_path))
+    for owner in (manifests["Deployment"], manifests["Job"]):
+        pod = container(owner)
+        settings = env(pod)
+        assert settings["JUGGLER_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+        assert settings["JUGGLER_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+        secret_refs = {name: ref["secretKeyRef"] for name, ref in env_from(pod).items()
+                       if "secretKeyRef" in ref}
+        assert secret_refs["JUGGLER_KAFKA_SASL_USERNAME"] == {"name": "kafka-user",
+                                                              "key": "username"}
+        assert secret_refs["JUGGLER_KAFKA_SASL_PASSWORD"] == {"name": "kafka-user",
+                                                              "key": "password"}
+        mount = next(m for m in pod["volumeMounts"] if m["mountPath"] == "/etc/juggler/tls")
+        assert mount["readOnly"] is True
+        volume = next(v for v in owner["spec"]["template"]["spec"]["volumes"]
+                      if v["name"] == mount["name"])
+        assert volume["secret"]["secretName"] == "kafka-tls"
+        assert {k: v for k, v in settings.items() if k.startswith("JUGGLER_KAFKA_SSL")} == {
+            "JUGGLER_KAFKA_SSL_CA_LOCATION": "/etc/juggler/tls/ca.crt",
+            "JUGGLER_KAFKA_SSL_CERTIFICATE_LOCATION": "/etc/juggler/tls/tls.crt",
+            "JUGGLER_KAFKA_SSL_KEY_LOCATION": "/etc/juggler/tls/tls.key"}
+    worker = container(manifests["Deployment"])
+    assert env_from(worker)["JUGGLER_WEB_TOKEN"] == {
+        "secretKeyRef": {"name": "juggler-http", "key": "token"}}
+    assert Settings.from_env(env(worker)).web_host == "0.0.0.0"  # probes reach the pod
+
+
+def test_sasl_without_its_secret_is_refused(helm: Helm, tmp_path: Path) -> None:
+    result = helm.run("template", "demo", str(CHART), tmp_path=tmp_path, values={
+        "kafka": {"securityProtocol": "SASL_SSL", "sasl": {"mechanism": "PLAIN"}}})
+    assert result.returncode != 0
+    assert "kafka.sasl.existingSecret is required" in result.stderr
 
 
 def test_missing_bootstrap_is_refused(helm: Helm, tmp_path: Path) -> None:

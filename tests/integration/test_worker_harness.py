@@ -104,10 +104,12 @@ class Client:
         """Every committed record of `topic`, partition by partition in offset order."""
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": unique("read-"),
-                             "isolation.level": "read_committed", "enable.partition.eof": True,
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                             "log_level": 0})
+        from juggler.kafka.client_config import client_config
+
+        consumer = Consumer(client_config(self.bootstrap, **{
+            "group.id": unique("read-"), "isolation.level": "read_committed",
+            "enable.partition.eof": True, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "log_level": 0}))
         try:
             meta = consumer.list_topics(topic, timeout=10).topics[topic]
             if meta.error is not None:

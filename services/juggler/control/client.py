@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from juggler.codec.avro import Codec, CodecError
 from juggler.control.commands import (ACCEPTED, REGISTER, REJECTED, Command,
                                       CommandStatus)
+from juggler.kafka.client_config import client_config
 from juggler.kafka.names import CONTROL, CONTROL_STATUS, validate_query_id
 from juggler.kafka.offsets import log_ends
 
@@ -213,9 +214,9 @@ def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
     landed, in the same order."""
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 5,
-                         "message.timeout.ms": max(1, int(timeout * 1000)), "log_level": 0})
+    producer = Producer(client_config(bootstrap, **{
+        "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+        "message.timeout.ms": max(1, int(timeout * 1000)), "log_level": 0}))
     _require_topic(producer, topic, timeout)
     outcome: dict[int, Any] = {}
 
@@ -384,10 +385,9 @@ def _consumer(bootstrap: str) -> Consumer:
     from confluent_kafka import Consumer
 
     # assign() only: the group id is never joined and nothing is committed
-    return Consumer({"bootstrap.servers": bootstrap,
-                     "group.id": f"juggler-cli-{uuid.uuid4().hex[:8]}",
-                     "enable.auto.commit": False, "enable.auto.offset.store": False,
-                     "auto.offset.reset": "earliest", "log_level": 0})
+    return Consumer(client_config(bootstrap, **{
+        "group.id": f"juggler-cli-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "log_level": 0}))
 
 
 def _require_topic(client: Any, topic: str, timeout: float) -> int:
@@ -397,7 +397,10 @@ def _require_topic(client: Any, topic: str, timeout: float) -> int:
     try:
         metadata = client.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
-        raise ControlError(f"cannot reach Kafka: {exc.args[0].str()}") from None
+        # librdkafka says "transport failure" for a wrong address, protocol or password alike
+        raise ControlError(f"cannot reach Kafka: {exc.args[0].str()} (check --bootstrap and "
+                           f"the security settings: --security-protocol, --sasl-*, --ssl-*, "
+                           f"or JUGGLER_KAFKA_*)") from None
     found = metadata.topics.get(topic)
     if found is None or found.error is not None or not found.partitions:
         raise ControlError(f"topic {topic} does not exist; create the topics with "
@@ -408,7 +411,7 @@ def _require_topic(client: Any, topic: str, timeout: float) -> int:
 def _end_offsets(bootstrap: str, topic: str, timeout: float) -> dict[int, int]:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     count = _require_topic(admin, topic, timeout)
     ends = log_ends(admin, [(topic, p) for p in range(count)], timeout)
     return {p: end for (_, p), end in ends.items()}

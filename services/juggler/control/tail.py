@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from juggler.codec.avro import DEAD_LETTER, RESULT, Codec, CodecError
+from juggler.kafka.client_config import client_config
 from juggler.kafka.names import QUERY_HEADER
 
 
@@ -21,9 +22,9 @@ def records(bootstrap: str, topics: list[str], *, from_beginning: bool, follow: 
     """Messages of `topics` (those that exist), every partition, in arrival order."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "juggler-cli-tail",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "log_level": 0})
+    consumer = Consumer(client_config(bootstrap, **{
+        "group.id": "juggler-cli-tail", "enable.auto.commit": False,
+        "isolation.level": "read_committed", "log_level": 0}))
     try:
         metadata = consumer.list_topics(timeout=30)
         tps = []

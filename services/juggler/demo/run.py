@@ -208,13 +208,13 @@ class ResultsReader:
     def __init__(self, bootstrap: str, query_ids: list[str], tally: Tally, show: int) -> None:
         from confluent_kafka import Consumer
 
+        from juggler.kafka.client_config import client_config
         from juggler.kafka.names import RESULTS
 
         self.topics = [RESULTS]  # every query's results, the query id in each record
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "juggler-demo-view",
-                                  "isolation.level": "read_committed",
-                                  "auto.offset.reset": "earliest",
-                                  "enable.auto.commit": False, "log_level": 0})
+        self.consumer = Consumer(client_config(bootstrap, **{
+            "group.id": "juggler-demo-view", "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0}))
         self.codec = Codec()
         self.tally = tally
         self.show = show

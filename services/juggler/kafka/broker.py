@@ -60,6 +60,8 @@ from types import TracebackType
 from typing import IO, Self
 
 from juggler import maven
+from juggler.kafka.secure_listener import NAME as SASL_SSL
+from juggler.kafka.secure_listener import SaslSslListener
 from juggler.maven import cache_root
 
 DEFAULT_VERSION = "4.3.1"
@@ -116,23 +118,30 @@ def new_cluster_id() -> str:
 
 
 def server_properties(
-    data_dir: Path, port: int, controller_port: int, *, auto_create_topics: bool = False
+    data_dir: Path, port: int, controller_port: int, *, auto_create_topics: bool = False,
+    secure: tuple[SaslSslListener, int] | None = None,
 ) -> str:
-    """KRaft settings for one node that is both broker and controller on 127.0.0.1.
+    """KRaft settings for one node that is both broker and controller on 127.0.0.1,
+    with the optional SASL_SSL `secure` (listener, port) beside its PLAINTEXT one.
 
     Internal topics get replication factor 1 and a single partition each: the
     defaults (RF 3, 50 partitions) either cannot be met by one node or only slow
     down the first consumer group / transaction on a dev machine.
     """
+    listeners = {"PLAINTEXT": port}
+    if secure is not None:
+        listeners[SASL_SSL] = secure[1]
+    advertised = ",".join(f"{name}://127.0.0.1:{p}" for name, p in listeners.items())
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
         "controller.listener.names": "CONTROLLER",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"{advertised},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": advertised,
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            f"{name}:{name}" for name in listeners) + ",CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir / "kraft-logs"),
         "num.partitions": "1",
         "default.replication.factor": "1",
@@ -147,6 +156,7 @@ def server_properties(
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         "log.retention.hours": "168",
+        **(secure[0].properties(secure[1]) if secure is not None else {}),
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -183,7 +193,8 @@ class LocalBroker:
 
     ``data_dir=None`` uses a temporary directory that is deleted on :meth:`stop`;
     a given ``data_dir`` is kept and reused (already formatted storage is not
-    formatted again), which is what ``juggler broker`` wants.
+    formatted again), which is what ``juggler broker`` wants. ``sasl_ssl`` adds a
+    secured listener (:attr:`secure_bootstrap`) beside the PLAINTEXT one.
     """
 
     def __init__(
@@ -196,12 +207,15 @@ class LocalBroker:
         startup_timeout: float = 120.0,
         stop_timeout: float = 30.0,
         auto_create_topics: bool = False,
+        sasl_ssl: SaslSslListener | None = None,
     ) -> None:
         self.version = version
         self.heap = heap
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.auto_create_topics = auto_create_topics
+        self.sasl_ssl = sasl_ssl
+        self.secure_port: int | None = None
         self._given_data_dir = Path(data_dir).expanduser().resolve() if data_dir else None
         self._requested_port = port
         self.data_dir: Path | None = None
@@ -218,6 +232,13 @@ class LocalBroker:
         if self.port is None:
             raise RuntimeError("broker not started")
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def secure_bootstrap(self) -> str:
+        """``"127.0.0.1:PORT"`` of the SASL_SSL listener, once started with one."""
+        if self.secure_port is None:
+            raise RuntimeError("broker not started with a SASL_SSL listener")
+        return f"127.0.0.1:{self.secure_port}"
 
     @property
     def running(self) -> bool:
@@ -288,12 +309,18 @@ class LocalBroker:
         self.controller_port = free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
+        secure = None
+        if self.sasl_ssl is not None:
+            self.secure_port = free_port()
+            while self.secure_port in (self.port, self.controller_port):
+                self.secure_port = free_port()
+            secure = (self.sasl_ssl, self.secure_port)
 
         config = data_dir / "server.properties"
         config.write_text(
             server_properties(
                 data_dir, self.port, self.controller_port,
-                auto_create_topics=self.auto_create_topics,
+                auto_create_topics=self.auto_create_topics, secure=secure,
             )
         )
         log4j = data_dir / "log4j2.properties"
@@ -340,6 +367,7 @@ class LocalBroker:
             "--config", str(config),
             "--cluster-id", new_cluster_id(),
             "--ignore-formatted",
+            *(self.sasl_ssl.format_arguments() if self.sasl_ssl is not None else []),
         ]
         proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -385,7 +413,10 @@ def admin_ready(bootstrap: str, timeout: float = 5.0) -> bool:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    from juggler.kafka.client_config import Security, client_config
+
+    # the broker's own PLAINTEXT listener, whatever the environment says about clusters
+    admin = AdminClient(client_config(bootstrap, Security(), log_level=0))
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Self
 
+from juggler.kafka.client_config import client_config
+
 Last = Mapping[tuple[str, int], int]
 """(topic, partition) -> offset of the last record that must be consumed."""
 
@@ -20,8 +22,8 @@ class GroupProgress:
     def __init__(self, bootstrap: str, group: str) -> None:
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                  "enable.auto.commit": False, "log_level": 0})
+        self.consumer = Consumer(client_config(bootstrap, **{
+            "group.id": group, "enable.auto.commit": False, "log_level": 0}))
 
     def behind(self, last: Last) -> int:
         """Records up to `last` the group has not committed yet."""
@@ -81,7 +83,7 @@ def progress(bootstrap: str, group: str, topics: list[str],
 
     from juggler.kafka.offsets import group_offsets, log_ends
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(client_config(bootstrap, log_level=0))
     metadata = admin.list_topics(timeout=30)
     tps = [(t, p) for t in topics if t in metadata.topics
            for p in sorted(metadata.topics[t].partitions)]

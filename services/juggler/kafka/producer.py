@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from juggler.codec.avro import Codec
+from juggler.kafka.client_config import client_config
 from juggler.kafka.names import stream_topic
 
 Position = tuple[str, int, int]
@@ -30,10 +31,9 @@ class EventProducer:
         self.errors: list[str] = []
         self.last_offsets: dict[tuple[str, int], int] = {}
         """(topic, partition) -> offset of the last record delivered there."""
-        self.producer = Producer({"bootstrap.servers": bootstrap,
-                                  "partitioner": "murmur2_random",
-                                  "enable.idempotence": True, "linger.ms": 5,
-                                  "log_level": 0, **config})
+        self.producer = Producer(client_config(bootstrap, **{
+            "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 5,
+            "log_level": 0, **config}))
 
     def topic(self, stream: str) -> str:
         return self.prefix + stream_topic(stream)

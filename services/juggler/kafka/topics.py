@@ -240,7 +240,9 @@ class ApplyReport:
 def admin_client(bootstrap: str) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    from juggler.kafka.client_config import client_config
+
+    return AdminClient(client_config(bootstrap, log_level=0))
 
 
 def _admin(admin_or_bootstrap: AdminClient | str) -> AdminClient:

@@ -8,6 +8,8 @@ holds up the processing loop; handlers read the tasks under the worker's lock.
   process against the log end (asked now), and whether everything in the log is done;
 - `GET /health`: 200 once the assigned partitions are restored, 503 before;
 - `GET /metrics`: Prometheus text.
+
+With a token, every page but `/health` and `/metrics` requires it (`http_auth`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from juggler.service.http_auth import bearer_token
 from juggler.service.results_api import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -36,9 +39,9 @@ class Server:
     thread: threading.Thread
 
 
-def serve(worker: Any, host: str, port: int) -> Server:
+def serve(worker: Any, host: str, port: int, token: str | None = None) -> Server:
     """Start the HTTP server on a daemon thread; returns once it listens."""
-    app = web.Application()
+    app = web.Application(middlewares=[bearer_token(token)] if token else [])
     app.add_routes([web.get("/queries/{query_id}/results", _results(worker)),
                     web.get("/queries", _queries(worker)),
                     web.get("/progress", _progress(worker)),

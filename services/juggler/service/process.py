@@ -33,6 +33,7 @@ class WorkerProcess:
         """`settings` are `Settings` field names (e.g. `web_port`), passed as
         `JUGGLER_<NAME>`; `web_port` is required, since readiness is asked over HTTP."""
         self.port = int(settings["web_port"])
+        self.token: str | None = settings.get("web_token")
         self.logfile = logfile
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SERVICES), env.get("PYTHONPATH")]))
@@ -72,9 +73,12 @@ class WorkerProcess:
         raise WorkerExited(f"worker not ready after {timeout}s\n{self.log_tail()}")
 
     def get(self, path: str) -> tuple[int, Any]:
-        """(HTTP status, body): JSON decoded when the worker says it is JSON."""
+        """(HTTP status, body): JSON decoded when the worker says it is JSON; with the
+        worker's token, if it has one."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            with urllib.request.urlopen(self.url + path, timeout=30) as response:
+            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers),
+                                        timeout=30) as response:
                 body = response.read()
                 ctype = response.headers.get("Content-Type", "")
                 return response.status, json.loads(body) if "json" in ctype else body.decode()

@@ -63,15 +63,16 @@ def read_results(bootstrap: str, topic: str, codec: Any, after: dict[int, int], 
     Blocking (confluent-kafka); the web view runs it in a thread."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+    from juggler.kafka.client_config import client_config
+
+    consumer = Consumer(client_config(bootstrap, **{
         "group.id": "juggler-results-api",  # required by the client; nothing is committed
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
         "log_level": 0,
-    })
+    }))
     try:
         md = consumer.list_topics(topic, timeout=timeout)
         meta = md.topics.get(topic)

@@ -42,8 +42,13 @@ class Settings:
     """See `DEFAULT_MAX_IDLE_MS` and DESIGN section 4a."""
     replication_factor: int = 1
     """Of the topics the worker creates (results topics)."""
-    web_host: str = "0.0.0.0"
+    web_host: str = "127.0.0.1"
+    """The address the HTTP port binds to: only this machine by default, since the
+    port serves every query's text and results. Containers set `0.0.0.0`."""
     web_port: int = 6066
+    web_token: str | None = None
+    """When set, HTTP requests (but `/health` and `/metrics`) need
+    `Authorization: Bearer <web_token>`; see `service.http_auth`."""
     schemas_dir: Path | None = None
     """Avro schemas (default: the codec's own default, the repo's `schemas/`)."""
     registry_url: str | None = None

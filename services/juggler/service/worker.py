@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from juggler.kafka.client_config import client_config
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
 
@@ -62,7 +63,7 @@ class JugglerWorker:
         if settings.create_topics:
             ensure_worker_topics(settings, self.streams)
         self.partitions = partitions(settings) or settings.partitions or 1
-        self.client_config = {"bootstrap.servers": settings.bootstrap}
+        self.client_config = client_config(settings.bootstrap)
         self.admin = AdminClient({**self.client_config, "log_level": 3})
         self.max_record_bytes = settings.max_record_bytes
         self.state_room = settings.max_record_bytes - RECORD_OVERHEAD
@@ -147,10 +148,13 @@ class JugglerWorker:
             signal.signal(sig, lambda *_: self._stop.set())
         self.results_store = ResultsStore(self.client_config, self.names.all_results, self.codec)
         self.results_store.start()
-        server = serve(self, self.settings.web_host, self.settings.web_port)
-        log.info("juggler worker %s: bootstrap %s, HTTP on http://%s:%d, %d partitions, "
-                 "app id %r", _version(), self.settings.bootstrap, self.settings.web_host,
-                 server.port, self.partitions, self.settings.app_id)
+        server = serve(self, self.settings.web_host, self.settings.web_port,
+                       self.settings.web_token)
+        log.info("juggler worker %s: bootstrap %s (%s), HTTP on http://%s:%d%s, "
+                 "%d partitions, app id %r", _version(), self.settings.bootstrap,
+                 self.client_config["security.protocol"], self.settings.web_host,
+                 server.port, " (bearer token required)" if self.settings.web_token else "",
+                 self.partitions, self.settings.app_id)
         try:
             self._loop()
         except Exception as exc:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from juggler.kafka.cli_options import kafka_options
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -23,12 +25,6 @@ if TYPE_CHECKING:
     from juggler.language.model import Query
 
 BAD_INPUT = 2
-
-
-def _bootstrap(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--bootstrap", envvar="JUGGLER_BOOTSTRAP", default="127.0.0.1:9092",
-                        show_default=True, metavar="HOST:PORT",
-                        help="Kafka bootstrap servers (env JUGGLER_BOOTSTRAP).")(command)
 
 
 def _prefix(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -53,7 +49,7 @@ def spark() -> None:
 
 
 @spark.command("generate")
-@_bootstrap
+@kafka_options
 @click.option("--seed", required=True, type=int, help="Same seed, same events.")
 @click.option("--count", required=True, type=int, help="Events to generate.")
 @click.option("--rate", default=None, type=float, metavar="EVENTS_PER_S",
@@ -97,7 +93,7 @@ def generate_command(bootstrap: str, seed: int, count: int, rate: float | None, 
 
 
 @spark.command("replay")
-@_bootstrap
+@kafka_options
 @click.option("--from-archive", default=None, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Replay the events of this archive.")
@@ -158,7 +154,7 @@ def replay_command(bootstrap: str, from_archive: Path | None, from_topics: bool,
 @click.option("--allowed-lateness", default=0, show_default=True, metavar="MS",
               type=click.IntRange(min=0), help="As the worker's and eval's.")
 @click.option("--explain", is_flag=True, help="Print the Spark SQL statement and exit.")
-@_bootstrap
+@kafka_options
 @_prefix
 @_schemas
 def backfill_command(query_id: str, text: str | None, archive: Path, to_topic: bool,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from juggler.codec.avro import Codec
 from juggler.kafka import topics as kafka_topics
+from juggler.kafka.client_config import spark_options
 from juggler.language.model import TIMESTAMP
 from juggler.service.topic_names import TopicNames
 from juggler.spark import wire
@@ -86,7 +87,7 @@ def write(records: DataFrame, bootstrap: str, order: Sequence[str]) -> None:
     columns = ["topic", "key", "value"] + (["headers"] if "headers" in records.columns else [])
     (records.repartition(WRITE_PARTITIONS, "key").sortWithinPartitions(*order)
      .select(*columns)
-     .write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+     .write.format("kafka").options(**spark_options(bootstrap))
      .options(**PRODUCER_OPTIONS).save())
 
 
@@ -98,7 +99,7 @@ def read_topics(spark: SparkSession, bootstrap: str, codec: Codec,
     from pyspark.sql import functions as F
 
     streams = {names.stream(s): s for s in codec.stream_names()}
-    raw = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+    raw = (spark.read.format("kafka").options(**spark_options(bootstrap))
            .option("subscribe", ",".join(streams))
            .option("startingOffsets", "earliest").option("endingOffsets", "latest")
            .option("kafka.isolation.level", "read_committed").load())

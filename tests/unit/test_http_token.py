@@ -1,0 +1,48 @@
+"""The worker's HTTP port with a bearer token: without it, 401; probes and scrapers
+(`/health`, `/metrics`) still answer."""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+
+from juggler.service.http_api import serve
+
+
+def fake_worker() -> SimpleNamespace:
+    return SimpleNamespace(lock=threading.Lock(), ready=True, tasks={},
+                           settings=SimpleNamespace(app_id="a"),
+                           registered_queries=lambda: [{"id": "q1", "text": "SELECT ..."}],
+                           metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"))
+
+
+def get(port: int, path: str, token: str | None = None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.fixture(scope="module")
+def guarded() -> int:
+    return serve(fake_worker(), "127.0.0.1", 0, token="s3cret").port
+
+
+@pytest.mark.parametrize("token, status", [(None, 401), ("wrong", 401), ("s3cret", 200)])
+def test_queries_need_the_token(guarded: int, token: str | None, status: int) -> None:
+    assert get(guarded, "/queries", token) == status
+
+
+def test_health_and_metrics_stay_open(guarded: int) -> None:
+    assert (get(guarded, "/health"), get(guarded, "/metrics")) == (200, 200)
+
+
+def test_no_token_means_open() -> None:
+    assert get(serve(fake_worker(), "127.0.0.1", 0).port, "/queries") == 200
