@@ -41,7 +41,7 @@ from juggler.codec.jsonl import (DeregisterCommand, EventRecord, InputError,
                                  RegisterCommand, Schemas, parse_event_line,
                                  parse_query_line, read_lines)
 from juggler.engine.events import (EngineConfig, Event, LateEvent, QueryEngine,
-                                   RegistrationError, Result)
+                                   RegistrationError, Result, process_batch)
 
 ENGINES = ("juggler", "naive")
 
@@ -57,6 +57,10 @@ class BadInput(Exception):
 
 class EngineUnavailable(Exception):
     """The chosen engine cannot be imported (the Juggler operator is optional here)."""
+
+
+_BATCH = 1024
+"""Events evaluated per call: one crossing into the native operator per batch."""
 
 
 @dataclass
@@ -76,11 +80,11 @@ def make_engine(name: str, config: EngineConfig) -> QueryEngine:
         return NaiveEngine(config)
     if name == "juggler":
         try:
-            from juggler.engine.operator import JugglerEngine
+            from juggler.engine.native_engine import NativeEngine
         except ImportError as exc:
             raise EngineUnavailable(f"the juggler engine is not available ({exc}); "
                                     f"try --engine naive") from exc
-        return JugglerEngine(config)
+        return NativeEngine(config)
     raise ValueError(f"unknown engine {name!r} (choose from {', '.join(ENGINES)})")
 
 
@@ -128,25 +132,40 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
                 results_file.write(jsonl_line(result.to_json()))
             summary.results += len(results)
 
+        batch: list[tuple[int, EventRecord, Event]] = []
+
+        def flush() -> None:
+            """Evaluate the events read since the last command, in one batch."""
+            outcomes = process_batch(runner, [event for _, _, event in batch])
+            for (line, record, _), outcome in zip(batch, outcomes):
+                if isinstance(outcome, LateEvent):
+                    summary.late += 1
+                    if dead_file is not None:
+                        dead_file.write(jsonl_line({"line": line, "position": line - 1,
+                                                    "reason": outcome.reason,
+                                                    "event": record.raw}))
+                else:
+                    emit(outcome)
+            batch.clear()
+
         for line, record in read_checked(events, parse_event_line):
             if isinstance(record, EventRecord):
                 summary.events += 1
                 data = conform(schemas, events, line, record)
-                event = Event(record.stream, record.key, record.ts, data, position=line - 1)
-                try:
-                    emit(runner.process(event))
-                except LateEvent as late:
-                    summary.late += 1
-                    if dead_file is not None:
-                        dead_file.write(jsonl_line({"line": line, "position": line - 1,
-                                                "reason": late.reason, "event": record.raw}))
-            elif isinstance(record, RegisterCommand):
+                batch.append((line, record, Event(record.stream, record.key, record.ts, data,
+                                                  position=line - 1)))
+                if len(batch) >= _BATCH:
+                    flush()
+                continue
+            flush()
+            if isinstance(record, RegisterCommand):
                 emit(register(events, line, record.id, record.text, record.history))
             elif isinstance(record, DeregisterCommand):
                 try:
                     runner.deregister(record.id)
                 except RegistrationError as exc:
                     raise BadInput(events, line, str(exc)) from None
+        flush()
     return summary
 
 

@@ -108,3 +108,18 @@ class QueryEngine(Protocol):
     @property
     def queries(self) -> dict[str, Query]:
         """The registered queries by id, in registration order."""
+
+
+def process_batch(engine: QueryEngine, events: list[Event]) -> list[list[Result] | LateEvent]:
+    """`engine.process` over `events`: per event its results, or the LateEvent it
+    raised. The native operator crosses into Rust once for the whole batch."""
+    batch = getattr(engine, "process_batch", None)
+    if batch is not None:
+        return batch(events)
+    out: list[list[Result] | LateEvent] = []
+    for event in events:
+        try:
+            out.append(engine.process(event))
+        except LateEvent as late:
+            out.append(late)
+    return out

@@ -27,6 +27,12 @@ from juggler.engine.native import Operator
 from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
                                     Query)
 
+NATIVE_ORDER = "AWJ"
+"""The order the native operator applies the predicate types in: a partner's cached
+attribute mask, then MAXWINDOW and the window lists (through the time range), then the
+join lists. Retrieval already uses the narrowest value index (attribute or join), which
+is what adaptive ordering mostly bought; reordering the filters is not ported yet."""
+
 _LOWER = (Op.GT, Op.GE)
 _UPPER = (Op.LT, Op.LE)
 _I64 = 2**63
@@ -110,6 +116,11 @@ class NativeEngine:
     def held_events(self) -> dict[str, int]:
         return self._op.held_events()
 
+    @property
+    def manager(self) -> NativeCounters:
+        """Comparisons and selectivity per predicate type, for the worker's metrics."""
+        return NativeCounters(self._op.stats())
+
     def stats(self) -> dict[str, int]:
         """Events, candidates (held events examined as partners), join/window list
         probes and results since creation: the benchmark's work counters."""
@@ -152,6 +163,23 @@ class NativeEngine:
                     _int_threshold(p.op, o))
         return ("peq", self._id(p), *left, *right, p.op is Op.EQ, *factor,
                 ("d", to_float(o), int(o) if o.denominator == 1 else None))
+
+
+class NativeCounters:
+    """The predicate type manager's metrics, read from the native operator's counters:
+    `A` attribute masks tested, `W` MAXWINDOW/window tests, `J` join list probes; the
+    selectivity of each is the share that passed."""
+
+    order = NATIVE_ORDER
+    reorders = 0
+
+    def __init__(self, stats: dict[str, int]) -> None:
+        self.comparisons = {"A": stats["a_tested"], "J": stats["probes"], "W": stats["w_tested"]}
+        self.selectivity = {
+            "A": stats["a_passed"] / stats["a_tested"] if stats["a_tested"] else 1.0,
+            "W": stats["w_passed"] / stats["w_tested"] if stats["w_tested"] else 1.0,
+            "J": stats["j_passed"] / stats["probes"] if stats["probes"] else 1.0,
+        }
 
 
 def _int_threshold(op: Op, k: Fraction) -> int:

@@ -17,8 +17,8 @@ from typing import Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
-                                   RegistrationError, Result)
-from juggler.engine.operator import JugglerEngine
+                                   RegistrationError, Result, process_batch)
+from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.service import held_state
 from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait
@@ -65,7 +65,7 @@ class PartitionTask:
         settings = worker.settings
         self.config = EngineConfig(allowed_lateness=settings.allowed_lateness,
                                    retention=settings.retention, order=settings.order)
-        self.engine = JugglerEngine(self.config)
+        self.engine = NativeEngine(self.config)
         self.streams = worker.streams
         self.order = ArrivalOrder(self.streams, settings.max_idle_ms)
         self.texts: dict[str, str] = {}
@@ -126,17 +126,20 @@ class PartitionTask:
         ran out."""
         order = self.order
         dirty: set[str] = set()
+        batch: list[tuple[str, Record, Event | CodecError]] = []
         for _ in range(budget):
             step = order.next(now)
             if isinstance(step, Wait):
+                self._events(batch, outbox, counts, dirty)
                 self._finish(outbox, dirty)
                 return step
             order.pop(step)
             if isinstance(step, Take):
-                record, event = step.record.item
-                self._event(step.input.stream, record, event, outbox, counts, dirty)
+                batch.append((step.input.stream, *step.record.item))
             else:
+                self._events(batch, outbox, counts, dirty)
                 self._command(step, outbox, counts)
+        self._events(batch, outbox, counts, dirty)
         self._finish(outbox, dirty)
         return None
 
@@ -148,29 +151,44 @@ class PartitionTask:
                         w.codec.encode(COMMAND_STATUS, self.live, topic=w.names.status))
             self.live = None
         for key in dirty:
-            ks = self.engine.keys.get(key)
-            if ks is not None:
+            bounds = self.engine.key_bounds(key)
+            if bounds is not None:
                 outbox.send(state, (held_state.KEY + key).encode(),
-                            held_state.key_meta(ks.maxts, ks.floor), self.partition)
+                            held_state.key_meta(*bounds), self.partition)
         for stream, offset in self.order.commit_offsets().items():
             outbox.offsets[(self.topic_of[stream], self.partition)] = offset
         fanout = self.order.barrier_commit_offset()
         if fanout is not None:
             outbox.offsets[(self.w.names.fanout, self.partition)] = fanout
 
-    def _event(self, stream: str, record: Record, event: Event | CodecError, outbox: Outbox,
-               counts: RoundCounts, dirty: set[str]) -> None:
-        counts.events_in[stream] += 1
-        if isinstance(event, CodecError):
-            self.w.dead_letters.send(outbox, counts, record, event.kind, event.reason)
+    def _events(self, batch: list[tuple[str, Record, Event | CodecError]], outbox: Outbox,
+                counts: RoundCounts, dirty: set[str]) -> None:
+        """The events taken since the last command, evaluated in one batch (one
+        crossing into the native operator), then each one's outputs in order."""
+        if not batch:
             return
-        try:
-            results = self.engine.process(event)
-        except LateEvent as exc:
-            counts.late[stream] += 1
-            self.w.dead_letters.send(outbox, counts, record, "late", exc.reason)
-            self._log_late(exc.reason)
-            return
+        events = [event for _, _, event in batch if not isinstance(event, CodecError)]
+        outcomes = iter(process_batch(self.engine, events))
+        for stream, record, event in batch:
+            counts.events_in[stream] += 1
+            if isinstance(event, CodecError):
+                self.w.dead_letters.send(outbox, counts, record, event.kind, event.reason)
+                continue
+            outcome = next(outcomes)
+            if isinstance(outcome, LateEvent):
+                counts.late[stream] += 1
+                self.w.dead_letters.send(outbox, counts, record, "late", outcome.reason)
+                self._log_late(outcome.reason)
+                continue
+            self._held(event, record, outbox, dirty)
+            if outcome:
+                self._publish(outcome, outbox, counts)
+                counts.produced_at.append((record.timestamp, len(outcome)))
+        batch.clear()
+
+    def _held(self, event: Event, record: Record, outbox: Outbox, dirty: set[str]) -> None:
+        """The accepted event's record in the state topic, and tombstones for the
+        held events of its key that the key's floor has passed."""
         key = event.key
         dirty.add(key)
         seq = self.seq
@@ -182,11 +200,9 @@ class PartitionTask:
         outbox.send(state, held_state.event_key(record.topic, record.offset), value,
                     self.partition, headers)
         self.tracker.add(key, event.ts, record.topic, record.offset)
-        for released in self.tracker.release(key, self.engine.keys[key].floor):
+        _, floor = self.engine.key_bounds(key)
+        for released in self.tracker.release(key, floor):
             outbox.send(state, released, None, self.partition)
-        if results:
-            self._publish(results, outbox, counts)
-            counts.produced_at.append((record.timestamp, len(results)))
 
     def _log_late(self, reason: str) -> None:
         self._late_since_log += 1

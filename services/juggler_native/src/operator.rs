@@ -114,6 +114,14 @@ pub struct Stats {
     pub results: u64,
     /// Partner retrievals by value-index probes, and by time-range scans.
     pub probed: u64,
+    /// Tests and passes per predicate type, in the order the operator applies them:
+    /// attribute masks (of arriving events and of partners), MAXWINDOW and window lists
+    /// through the time range, join (and window) list probes.
+    pub a_tested: u64,
+    pub a_passed: u64,
+    pub w_tested: u64,
+    pub w_passed: u64,
+    pub j_passed: u64,
     /// Value-index entries visited by probes (each then checked against the time range).
     pub visited: u64,
     pub scanned: u64,
@@ -671,9 +679,11 @@ impl Operator {
                 exact: &mut dyn Exact, out: &mut Vec<Hit>) {
         let Some(&root) = self.roots.get(&stream) else { return };
         let fail = self.cached_fail(&mut ks.stores[stream as usize], stream, i, exact).to_vec();
+        self.stats.a_tested += 1;
         if !and_not(mask, &fail) {
             return;
         }
+        self.stats.a_passed += 1;
         let node = &self.nodes[root];
         for (m, n) in mask.iter_mut().zip(&node.mask) {
             *m &= n;
@@ -762,14 +772,18 @@ impl Operator {
                     }
                 }
                 let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
+                stats.a_tested += 1;
                 if !and_not(&mut survivors, attr) {
                     continue;
                 }
+                stats.a_passed += 1;
                 let ts = ks.stores[s].ts[i];
                 let span = maxts.max(ts) as i128 - mints.min(ts) as i128;
+                stats.w_tested += 1;
                 if !and_not(&mut survivors, self.too_narrow(span)) {
                     continue;
                 }
+                stats.w_passed += 1;
                 partial.push((c.stream, i));
                 let mut alive = true;
                 for check in &c.checks {
@@ -794,6 +808,7 @@ impl Operator {
                         alive = false;
                         break;
                     }
+                    stats.j_passed += 1;
                 }
                 if alive {
                     let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));

@@ -515,6 +515,10 @@ impl PyOperator {
     /// partners), probes (join/window list probes on them), results.
     fn stats(&self) -> HashMap<&'static str, u64> {
         let s = self.core.stats;
-        HashMap::from([("events", s.events), ("candidates", s.candidates), ("probes", s.probes), ("results", s.results), ("probed", s.probed), ("scanned", s.scanned), ("visited", s.visited)])
+        HashMap::from([
+            ("events", s.events), ("candidates", s.candidates), ("probes", s.probes), ("results", s.results), ("probed", s.probed), ("scanned", s.scanned), ("visited", s.visited),
+            ("a_tested", s.a_tested), ("a_passed", s.a_passed), ("w_tested", s.w_tested), ("w_passed", s.w_passed),
+            ("j_passed", s.j_passed),
+        ])
     }
 }
