@@ -6,7 +6,9 @@ one run's garbage, caches and JIT-less warm-up from leaking into the next.
     python -m bench.measure '<json spec>'      # prints one JSON line
 
 The spec (see `Spec`) names the workload and its parameters, the engine ("engine" =
-JugglerEngine, "naive" = NaiveEngine, the per-query nested-loop baseline), the engine
+NativeEngine, the operator; "python" = JugglerEngine, the pure-Python operator with
+adaptive ordering, for workload D; "naive" = NaiveEngine, the per-query nested-loop
+baseline), the engine
 config, and the mode:
 
 - "rate": optionally load `prefill` events with no query registered (cheap: the engine
@@ -68,11 +70,11 @@ def _make_engine(kind: str, config: dict):
 
     cfg = EngineConfig(**config)
     if kind == "engine":
-        from juggler.engine.operator import JugglerEngine
-        return JugglerEngine(cfg)
-    if kind == "native":
         from juggler.engine.native_engine import NativeEngine
         return NativeEngine(cfg)
+    if kind == "python":  # the pure-Python operator: adaptive ordering (workload D)
+        from juggler.engine.operator import JugglerEngine
+        return JugglerEngine(cfg)
     if kind == "naive":
         from juggler.engine.naive import NaiveEngine
         return NaiveEngine(cfg)

@@ -122,7 +122,7 @@ class Runner:
             if "D" in self.only:
                 for order in ORDERS:
                     self._measure(("D", order), {
-                        "workload": "D", "params": {"cycles": p.d_cycles}, "engine": "engine",
+                        "workload": "D", "params": {"cycles": p.d_cycles}, "engine": "python",
                         "mode": "fixed", "config": {"order": order}})
 
     def _s(self, n: int) -> None:

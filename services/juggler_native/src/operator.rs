@@ -543,6 +543,12 @@ impl Operator {
         self.narrower = rows;
     }
 
+    /// The largest MAXWINDOW among `group`'s queries (State-Slice: a group of narrow
+    /// queries does not retrieve what only a wider one could use).
+    fn widest(&self, group: &[u64]) -> i64 {
+        self.windows.iter().rev().find(|(_, m)| mask_intersects(m, group)).map_or(0, |(w, _)| *w)
+    }
+
     /// The queries whose MAXWINDOW is below `span`.
     fn too_narrow(&self, span: i128) -> &[u64] {
         let p = self.windows.partition_point(|(w, _)| (*w as i128) < span);
@@ -741,9 +747,9 @@ impl Operator {
             if ks.stores.get(s).is_none_or(|st| st.is_empty()) {
                 continue;
             }
-            let (lo, hi) = self.narrowed(ks, c, partial, &group,
-                                         (maxts as i128 - c.widest as i128).max(floor),
-                                         mints as i128 + c.widest as i128);
+            let widest = self.widest(&group).min(c.widest) as i128;
+            let (lo, hi) = self.narrowed(ks, c, partial, &group, (maxts as i128 - widest).max(floor),
+                                         mints as i128 + widest);
             if lo > hi {
                 continue;
             }
@@ -969,15 +975,16 @@ impl Operator {
         None
     }
 
-    /// Held events per stream id, over all keys.
-    pub fn held(&self) -> Vec<usize> {
-        let mut counts = vec![0; self.streams.len().max(self.widths.len())];
+    /// Held events per stream id, over all keys (None for a stream no event of any
+    /// key arrived on).
+    pub fn held(&self) -> Vec<Option<usize>> {
+        let mut counts: Vec<Option<usize>> = Vec::new();
         for ks in self.keys.values() {
-            for (s, store) in ks.stores.iter().enumerate() {
+            for (s, store) in ks.stores.iter().enumerate().filter(|(_, st)| st.seen) {
                 if counts.len() <= s {
-                    counts.resize(s + 1, 0);
+                    counts.resize(s + 1, None);
                 }
-                counts[s] += store.len();
+                *counts[s].get_or_insert(0) += store.len();
             }
         }
         counts

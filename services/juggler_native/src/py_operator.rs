@@ -496,8 +496,7 @@ impl PyOperator {
             .held()
             .into_iter()
             .enumerate()
-            .filter(|&(_, n)| n > 0)
-            .map(|(s, n)| (self.stream_of.iter().find(|(_, id)| **id as usize == s).unwrap().0.clone(), n))
+            .filter_map(|(s, n)| n.map(|n| (self.streams[s].name.to_string(), n)))
             .collect()
     }
 

@@ -28,6 +28,8 @@ pub struct Store {
     pub cache_words: usize,
     /// JES: value indexes over joined columns, made on first probe.
     pub indexes: Vec<ValueIndex>,
+    /// Whether an event of this stream ever arrived for the key.
+    pub seen: bool,
 }
 
 /// A joined column's held values in order (DESIGN 6's JES), each with the event's
@@ -107,6 +109,7 @@ impl Store {
     /// ts), returning its index. Values must have `width` slots.
     pub fn insert(&mut self, ts: i64, seq: u64, pos: Pos, shape: u32, row: Vec<crate::value::V>) -> usize {
         debug_assert_eq!(row.len(), self.width);
+        self.seen = true;
         let i = self.head + self.ts[self.head..].partition_point(|&t| t <= ts);
         if i == self.ts.len() {
             self.ts.push(ts);
