@@ -36,7 +36,9 @@ struct QueryInfo {
     select: Option<Vec<(Py<PyString>, u32, usize)>>,
 }
 
-#[pyclass(unsendable, name = "Operator", module = "juggler_native")]
+/// Sendable: the worker's HTTP thread reads its counters for /metrics. Every call
+/// holds the GIL and none releases it, so the borrow checks never see two at once.
+#[pyclass(name = "Operator", module = "juggler_native")]
 pub struct PyOperator {
     core: Operator,
     streams: Vec<StreamNames>,
