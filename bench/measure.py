@@ -81,9 +81,11 @@ def _make_engine(kind: str, config: dict):
     raise ValueError(f"unknown engine {kind!r}")
 
 
-def _counters(engine) -> dict[str, Any]:
+def _counters(engine, before: dict[str, int] | None = None) -> dict[str, Any]:
+    """The engine's work counters over the timed events (`before`: at their start).
+    Candidates are held events examined as partners, each once per retrieval."""
     if hasattr(engine, "stats"):
-        stats = engine.stats()
+        stats = {k: v - (before or {}).get(k, 0) for k, v in engine.stats().items()}
         return {"work": stats, "candidates_per_event": stats["candidates"] / max(stats["events"], 1),
                 "candidates_per_result": stats["candidates"] / max(stats["results"], 1)}
     manager = getattr(engine, "manager", None)
@@ -124,6 +126,7 @@ def run_spec(spec: dict) -> dict[str, Any]:
         engine.register(query)
     out["register_s"] = time.perf_counter() - t0
     gc.collect()
+    before = engine.stats() if hasattr(engine, "stats") else None
     out["rss_before_kb"] = _rss_now_kb()
     out["peak_before_kb"] = _peak_rss_kb()
 
@@ -139,7 +142,7 @@ def run_spec(spec: dict) -> dict[str, Any]:
         out["held"] = sum(counts.values())
         out["held_by_stream"] = counts
         out["keys"] = engine.key_count() if hasattr(engine, "key_count") else len(engine.keys)
-    out |= _counters(engine)
+    out |= _counters(engine, before)
     return out
 
 

@@ -280,11 +280,13 @@ class Report:
                 "-" if achieved is None or n == 1 else f"{achieved:.0%}",
                 rate, _num(_med(d, e, "events"), 2),
                 _num(_med(d, e, "results_per_s")), _num(_med(d, e, "results_per_event")),
+                _num(_med(d, e, "candidates_per_event")), _num(_med(d, e, "candidates_per_result")),
                 _num(_med(d, e, "held"), 2), _mb(_med(d, e, "peak_rss_kb")),
                 _num(_med(d, nv, "events_per_s")), _num(_med(d, nv, "events"), 2),
                 _num(_med(d, ep, "events_per_s")), _num(_ratio(d, ep, nv)) + "x"])
         return _table(["queries", "overlap", "achieved", "engine ev/s", "events timed",
-                       "results/s", "results/event", "held events", "peak MB",
+                       "results/s", "results/event", "candidates/event", "candidates/result",
+                       "held events", "peak MB",
                        "naive ev/s (prefix)", "prefix events", "engine ev/s (same prefix)",
                        "engine/naive"], rows)
 

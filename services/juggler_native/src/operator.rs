@@ -167,10 +167,6 @@ pub struct Operator {
     pub stats: Stats,
 }
 
-fn has(mask: &[u64], bit: usize) -> bool {
-    mask.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 == 1)
-}
-
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
     if mask.len() <= bit / 64 {
         mask.resize(bit / 64 + 1, 0);
@@ -193,41 +189,21 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 
 /// The queries of `group` with a predicate in `list`, and the loosest of their
 /// thresholds (the lowest of a lower list, the highest of an upper one).
-fn loosest(list: &RangeList, group: &[u64], nw: usize) -> Option<(Vec<u64>, f64)> {
-    if !mask_intersects(list.users(), group) {
+/// (Entries are sorted by threshold, doubles and ints alike, so the loosest is the
+/// first or last of the group's.)
+fn loosest(list: &RangeList, group: &[u64]) -> Option<(Vec<u64>, f64, i128)> {
+    let users = list.users();
+    if !mask_intersects(users, group) {
         return None;
     }
-    let mut covered = vec![0; nw];
-    let mut bound = None;
-    for e in &list.entries {
-        let mut any = 0;
-        for ((cv, m), g) in covered.iter_mut().zip(&e.mask).zip(group) {
-            *cv |= m & g;
-            any |= m & g;
-        }
-        if any != 0 && (bound.is_none() || !list.lower) {
-            bound = Some(e.tf);
-        }
-    }
-    bound.map(|b| (covered, b))
+    let covered: Vec<u64> = users.iter().zip(group).map(|(u, g)| u & g).collect();
+    let mut of_group = list.entries.iter().filter(|e| mask_intersects(&e.mask, group));
+    let bound = if list.lower { of_group.next() } else { of_group.next_back() };
+    bound.map(|e| (covered, e.tf, e.ti))
 }
 
 fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
     a.iter().zip(b).any(|(x, y)| x & y != 0)
-}
-
-fn bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    mask.iter().enumerate().flat_map(|(w, &word)| {
-        let mut word = word;
-        std::iter::from_fn(move || {
-            if word == 0 {
-                return None;
-            }
-            let b = word.trailing_zeros() as usize;
-            word &= word - 1;
-            Some(w * 64 + b)
-        })
-    })
 }
 
 impl Operator {
@@ -578,29 +554,34 @@ impl Operator {
         if store.cache_words != nw {
             store.set_cache_words(nw);
         }
-        if store.cache_version[i] != version {
+        if store.rows[i].cache_version != version {
             let mut out = vec![0; nw];
             self.attr_fail(stream, store.row(i), &mut out, exact);
             store.cache[i * nw..(i + 1) * nw].copy_from_slice(&out);
-            store.cache_version[i] = version;
+            store.rows[i].cache_version = version;
         }
         &store.cache[i * nw..(i + 1) * nw]
     }
 
     /// Accept an event and return the results whose last event it is (DESIGN 3).
     pub fn process(&mut self, ev: Incoming, exact: &mut dyn Exact) -> Result<Vec<Hit>, Late> {
-        let ks = self.keys.entry(ev.key.into()).or_default();
-        match ks.maxts {
+        if !self.keys.contains_key(ev.key) {
+            self.keys.insert(ev.key.into(), KeyState::default());
+        }
+        // Taken out while it is evaluated (the operator is borrowed meanwhile) and put
+        // back: no allocation per event.
+        let slot = self.keys.get_mut(ev.key).unwrap();
+        match slot.maxts {
             Some(m) if ev.ts < m.saturating_sub(self.lateness) => return Err(Late { maxts: m }),
             Some(m) if m >= ev.ts => {}
-            _ => ks.maxts = Some(ev.ts),
+            _ => slot.maxts = Some(ev.ts),
         }
-        let floor = ks.maxts.unwrap().saturating_sub(self.horizon).saturating_sub(self.lateness);
-        if ks.floor.is_none_or(|f| floor > f) {
-            ks.floor = Some(floor);
+        let floor = slot.maxts.unwrap().saturating_sub(self.horizon).saturating_sub(self.lateness);
+        if slot.floor.is_none_or(|f| floor > f) {
+            slot.floor = Some(floor);
         }
-        let floor = ks.floor.unwrap();
-        let mut ks = self.keys.remove(ev.key).unwrap();
+        let floor = slot.floor.unwrap();
+        let mut ks = std::mem::take(slot);
         for store in &mut ks.stores {
             store.purge(floor);
         }
@@ -613,7 +594,7 @@ impl Operator {
             let mut mask = self.nodes[root].mask.clone();
             self.evaluate(&mut ks, stream, i, &mut mask, seq, exact, &mut out);
         }
-        self.keys.insert(key.into(), ks);
+        *self.keys.get_mut(key).unwrap() = ks;
         self.stats.results += out.len() as u64;
         Ok(out)
     }
@@ -664,7 +645,7 @@ impl Operator {
             let mut held: Vec<(u64, u32, usize)> = Vec::new();
             for &s in &streams {
                 if let Some(store) = ks.stores.get(s as usize) {
-                    held.extend(store.all().filter(|&i| store.ts[i] >= floor).map(|i| (store.seq[i], s, i)));
+                    held.extend(store.all().filter(|&i| store.ts(i) >= floor).map(|i| (store.seq(i), s, i)));
                 }
             }
             held.sort_unstable();
@@ -694,7 +675,7 @@ impl Operator {
         for (m, n) in mask.iter_mut().zip(&node.mask) {
             *m &= n;
         }
-        let ts = ks.stores[stream as usize].ts[i];
+        let ts = ks.stores[stream as usize].ts(i);
         let mut partial = vec![(stream, i)];
         self.emit(ks, root, mask, &partial, ts, out);
         if !self.nodes[root].children.is_empty() {
@@ -718,7 +699,7 @@ impl Operator {
                     .iter()
                     .map(|s| {
                         let &(_, i) = partial.iter().find(|(ps, _)| ps == s).unwrap();
-                        ks.stores[*s as usize].seq[i]
+                        ks.stores[*s as usize].seq(i)
                     })
                     .collect();
                 out.push(Hit { bit, order: q.order, ts, refs: partial.to_vec(), seqs });
@@ -766,8 +747,19 @@ impl Operator {
                 }
             };
             let nw = self.nw;
+            // The node's lists some query of the group uses: a node shared by many
+            // queries has many lists, of which a group needs few.
+            let active: Vec<(&Check, &[u64])> = c
+                .checks
+                .iter()
+                .map(|check| match check.list {
+                    ListRef::Range(j) => (check, self.ranges[j].users()),
+                    ListRef::Eq(j) => (check, self.eqs[j].users()),
+                })
+                .filter(|(_, users)| mask_intersects(&group, users))
+                .collect();
             for (k, &i) in candidates.iter().enumerate() {
-                if ks.stores[s].seq[i] >= before {
+                if ks.stores[s].seq(i) >= before {
                     continue;
                 }
                 stats.candidates += 1;
@@ -783,7 +775,7 @@ impl Operator {
                     continue;
                 }
                 stats.a_passed += 1;
-                let ts = ks.stores[s].ts[i];
+                let ts = ks.stores[s].ts(i);
                 let span = maxts.max(ts) as i128 - mints.min(ts) as i128;
                 stats.w_tested += 1;
                 if !and_not(&mut survivors, self.too_narrow(span)) {
@@ -792,11 +784,7 @@ impl Operator {
                 stats.w_passed += 1;
                 partial.push((c.stream, i));
                 let mut alive = true;
-                for check in &c.checks {
-                    let users = match check.list {
-                        ListRef::Range(j) => self.ranges[j].users(),
-                        ListRef::Eq(j) => self.eqs[j].users(),
-                    };
+                for &(check, users) in &active {
                     if !mask_intersects(&survivors, users) {
                         continue;
                     }
@@ -849,16 +837,13 @@ impl Operator {
             } else {
                 continue;
             };
-            let Some((covered, _)) = loosest(list, group, self.nw) else { continue };
+            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
+            let Some((covered, _, ti)) = loosest(list, group) else { continue };
             if covered != group {
                 continue;
             }
-            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let entries = list.entries.iter().filter(|e| mask_intersects(&e.mask, group));
-            let ti = if list.lower { entries.map(|e| e.ti).min() } else { entries.map(|e| e.ti).max() };
-            let Some(ti) = ti else { continue };
             let (os, oi) = partial[other.0];
-            let ots = ks.stores[os as usize].ts[oi] as i128;
+            let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
             match (partner_is_left, list.lower) {
                 (true, true) => lo = lo.max(ots + ti),   // p - o >= ti
@@ -899,7 +884,7 @@ impl Operator {
             }
             let (os, oi) = partial[other.0];
             let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((covered, o)) = loosest(list, group, self.nw) else { continue };
+            let Some((covered, o, _)) = loosest(list, group) else { continue };
             let f = list.factor.expect("a pair list").f;
             // d = l - f*r, and d >= o (lower) or d <= o (upper), solved for the partner
             let (target, above) = if partner_is_left {
@@ -922,7 +907,7 @@ impl Operator {
             for &(list, slot, r) in &info.attr {
                 let (ListRef::Range(j), None) = (list, r) else { continue };
                 let list = &self.ranges[j];
-                let Some((covered, t)) = loosest(list, group, self.nw) else { continue };
+                let Some((covered, t, _)) = loosest(list, group) else { continue };
                 let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 if !t.is_finite() {
                     continue;
@@ -996,40 +981,17 @@ impl Operator {
         let floor = ks.floor.unwrap_or(i64::MIN);
         let mut held: Vec<(u64, u32, usize)> = Vec::new();
         for (s, store) in ks.stores.iter().enumerate() {
-            held.extend(store.all().filter(|&i| store.ts[i] >= floor).map(|i| (store.seq[i], s as u32, i)));
+            held.extend(store.all().filter(|&i| store.ts(i) >= floor).map(|i| (store.seq(i), s as u32, i)));
         }
         held.sort_unstable();
         Some((ks, held.into_iter().map(|(_, s, i)| (s, i)).collect()))
-    }
-
-    pub fn registered_bits(&self) -> impl Iterator<Item = usize> + '_ {
-        self.queries.keys().copied()
-    }
-
-    #[doc(hidden)]
-    pub fn mask_bits(mask: &[u64]) -> Vec<usize> {
-        bits(mask).collect()
-    }
-
-    #[doc(hidden)]
-    pub fn has_bit(mask: &[u64], bit: usize) -> bool {
-        has(mask, bit)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct NoExact;
-    impl Exact for NoExact {
-        fn attr(&mut self, _: u32, _: &V) -> bool {
-            panic!("asked")
-        }
-        fn pair(&mut self, _: u32, _: &V, _: &V) -> bool {
-            panic!("asked")
-        }
-    }
+    use crate::lists::NoExact;
 
     fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {
         Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x)], pos: (0, ts) }

@@ -94,7 +94,7 @@ fn to_py<'py>(py: Python<'py>, v: &V) -> PyResult<Bound<'py, PyAny>> {
         V::F(f) => PyFloat::new(py, *f).into_any(),
         V::B(b) => PyBool::new(py, *b).to_owned().into_any(),
         V::S(s) => PyString::new(py, s).into_any(),
-        V::X(text) => py.get_type::<PyInt>().call1((&**text,))?,
+        V::X(text) => py.get_type::<PyInt>().call1((text.as_str(),))?,
         V::Missing => py.None().into_bound(py),
     })
 }
@@ -106,10 +106,10 @@ fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
     if ob.is_exact_instance_of::<PyInt>() {
         let mut overflow = 0;
         let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
-        return Ok(if overflow == 0 { V::I(value) } else { V::X(ob.str()?.to_str()?.into()) });
+        return Ok(if overflow == 0 { V::I(value) } else { V::X(Box::new(ob.str()?.to_str()?.to_owned())) });
     }
     if let Ok(s) = ob.cast_exact::<PyString>() {
-        return Ok(V::S(s.to_str()?.into()));
+        return Ok(V::S(Box::new(s.to_str()?.to_owned())));
     }
     if let Ok(b) = ob.cast_exact::<PyBool>() {
         return Ok(V::B(b.is_true()));
@@ -333,7 +333,7 @@ impl PyOperator {
         let sources = PyDict::new(py);
         for &s in &q.from {
             let (store, i) = event(s);
-            sources.set_item(self.streams[s as usize].name.bind(py), self.decode_pos(py, store.pos[i])?)?;
+            sources.set_item(self.streams[s as usize].name.bind(py), self.decode_pos(py, store.pos(i))?)?;
         }
         let row = PyDict::new(py);
         match &q.select {
@@ -341,7 +341,7 @@ impl PyOperator {
                 for &s in &q.from {
                     let (store, i) = event(s);
                     let names = &self.streams[s as usize];
-                    let shape = store.shape[i] as usize;
+                    let shape = store.shape(i) as usize;
                     for (label, &slot) in names.labels[shape].iter().zip(&names.shapes[shape]) {
                         row.set_item(label.bind(py), to_py(py, store.value(i, slot))?)?;
                     }
@@ -464,10 +464,10 @@ impl PyOperator {
             let store = &ks.stores[s as usize];
             let names = &self.streams[s as usize];
             let data = PyDict::new(py);
-            for &slot in &names.shapes[store.shape[i] as usize] {
+            for &slot in &names.shapes[store.shape(i) as usize] {
                 data.set_item(names.columns[slot].bind(py), to_py(py, store.value(i, slot))?)?;
             }
-            events.append((names.name.bind(py), store.ts[i], data, self.decode_pos(py, store.pos[i])?))?;
+            events.append((names.name.bind(py), store.ts(i), data, self.decode_pos(py, store.pos(i))?))?;
         }
         Ok(Some(PyTuple::new(py, [ks.maxts.into_pyobject(py)?.into_any(), ks.floor.into_pyobject(py)?.into_any(), events.into_any()])?))
     }

@@ -11,20 +11,31 @@
 /// Where an event came from, opaque here: the bindings encode Python positions.
 pub type Pos = (u32, i64);
 
+/// What is kept per held event besides its values.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub ts: i64,
+    /// Arrival number: results sort by it, and history sees only earlier partners.
+    pub seq: u64,
+    pub pos_offset: i64,
+    pub pos_tag: u32,
+    pub shape: u32,
+    /// The stream's list version the cached attribute mask was computed under.
+    pub cache_version: u32,
+}
+
+/// Four vectors per key and stream (rows, values, cached masks, value indexes), so a
+/// key with few events costs little.
 #[derive(Clone, Debug, Default)]
 pub struct Store {
     head: usize,
-    pub ts: Vec<i64>,
-    pub seq: Vec<u64>,
-    pub pos: Vec<Pos>,
-    pub shape: Vec<u32>,
+    pub rows: Vec<Row>,
     /// Row-major values, `width` per event.
     pub vals: Vec<crate::value::V>,
     pub width: usize,
-    /// Cached attribute masks, `cache_words` per event, valid where `cache_version`
-    /// equals the stream's version.
+    /// Cached attribute masks, `cache_words` per event, valid where the row's
+    /// `cache_version` equals the stream's version.
     pub cache: Vec<u64>,
-    pub cache_version: Vec<u32>,
     pub cache_words: usize,
     /// JES: value indexes over joined columns, made on first probe.
     pub indexes: Vec<ValueIndex>,
@@ -53,7 +64,23 @@ fn index_key(v: &crate::value::V) -> Option<f64> {
 
 impl Store {
     pub fn len(&self) -> usize {
-        self.ts.len() - self.head
+        self.rows.len() - self.head
+    }
+
+    pub fn ts(&self, i: usize) -> i64 {
+        self.rows[i].ts
+    }
+
+    pub fn seq(&self, i: usize) -> u64 {
+        self.rows[i].seq
+    }
+
+    pub fn pos(&self, i: usize) -> Pos {
+        (self.rows[i].pos_tag, self.rows[i].pos_offset)
+    }
+
+    pub fn shape(&self, i: usize) -> u32 {
+        self.rows[i].shape
     }
 
     pub fn is_empty(&self) -> bool {
@@ -62,15 +89,15 @@ impl Store {
 
     /// Indices (absolute) of the events with lo <= ts <= hi.
     pub fn between(&self, lo: i128, hi: i128) -> std::ops::Range<usize> {
-        let ts = &self.ts[self.head..];
-        let a = ts.partition_point(|&t| (t as i128) < lo);
-        let b = ts.partition_point(|&t| (t as i128) <= hi);
+        let rows = &self.rows[self.head..];
+        let a = rows.partition_point(|r| (r.ts as i128) < lo);
+        let b = rows.partition_point(|r| (r.ts as i128) <= hi);
         self.head + a..self.head + b.max(a)
     }
 
     /// Every held index, in time order.
     pub fn all(&self) -> std::ops::Range<usize> {
-        self.head..self.ts.len()
+        self.head..self.rows.len()
     }
 
     pub fn value(&self, i: usize, slot: usize) -> &crate::value::V {
@@ -87,7 +114,7 @@ impl Store {
             return;
         }
         let old = std::mem::take(&mut self.vals);
-        let n = self.ts.len();
+        let n = self.rows.len();
         self.vals = Vec::with_capacity(n * width);
         for i in 0..n {
             self.vals.extend_from_slice(&old[i * self.width..(i + 1) * self.width]);
@@ -100,8 +127,8 @@ impl Store {
     pub fn set_cache_words(&mut self, words: usize) {
         if words != self.cache_words {
             self.cache_words = words;
-            self.cache = vec![0; self.ts.len() * words];
-            self.cache_version.iter_mut().for_each(|v| *v = u32::MAX);
+            self.cache = vec![0; self.rows.len() * words];
+            self.rows.iter_mut().for_each(|r| r.cache_version = u32::MAX);
         }
     }
 
@@ -110,27 +137,14 @@ impl Store {
     pub fn insert(&mut self, ts: i64, seq: u64, pos: Pos, shape: u32, row: Vec<crate::value::V>) -> usize {
         debug_assert_eq!(row.len(), self.width);
         self.seen = true;
-        let i = self.head + self.ts[self.head..].partition_point(|&t| t <= ts);
-        if i == self.ts.len() {
-            self.ts.push(ts);
-            self.seq.push(seq);
-            self.pos.push(pos);
-            self.shape.push(shape);
-            self.vals.extend(row);
-            self.cache.extend(std::iter::repeat_n(0, self.cache_words));
-            self.cache_version.push(u32::MAX);
-        } else {
-            self.ts.insert(i, ts);
-            self.seq.insert(i, seq);
-            self.pos.insert(i, pos);
-            self.shape.insert(i, shape);
-            let at = i * self.width;
-            self.vals.splice(at..at, row);
-            let at = i * self.cache_words;
-            self.cache.splice(at..at, std::iter::repeat_n(0, self.cache_words));
-            self.cache_version.insert(i, u32::MAX);
-        }
-        let moved = i + 1 < self.ts.len();
+        let i = self.head + self.rows[self.head..].partition_point(|r| r.ts <= ts);
+        let meta = Row { ts, seq, pos_offset: pos.1, pos_tag: pos.0, shape, cache_version: u32::MAX };
+        let moved = i < self.rows.len();
+        self.rows.insert(i, meta);
+        let at = i * self.width;
+        self.vals.splice(at..at, row);
+        let at = i * self.cache_words;
+        self.cache.splice(at..at, std::iter::repeat_n(0, self.cache_words));
         for x in &mut self.indexes {
             if moved {
                 x.entries.iter_mut().filter(|e| e.1 >= i).for_each(|e| e.1 += 1);
@@ -162,7 +176,7 @@ impl Store {
         let a = entries.partition_point(|e| e.0 < vlo);
         let b = entries.partition_point(|e| e.0 <= vhi).max(a);
         for &(_, i) in &entries[a..b] {
-            let ts = self.ts[i] as i128;
+            let ts = self.rows[i].ts as i128;
             if i >= self.head && tlo <= ts && ts <= thi {
                 out.push(i);
             }
@@ -179,17 +193,13 @@ impl Store {
     /// Drop the events below `floor` (the key's floor: no result can use them), and
     /// compact once the dropped prefix is as large as what is left.
     pub fn purge(&mut self, floor: i64) {
-        let dropped = self.ts[self.head..].partition_point(|&t| t < floor);
+        let dropped = self.rows[self.head..].partition_point(|r| r.ts < floor);
         self.head += dropped;
         if self.head > 64 && self.head >= self.len() {
             let h = self.head;
-            self.ts.drain(..h);
-            self.seq.drain(..h);
-            self.pos.drain(..h);
-            self.shape.drain(..h);
+            self.rows.drain(..h);
             self.vals.drain(..h * self.width);
             self.cache.drain(..h * self.cache_words);
-            self.cache_version.drain(..h);
             self.head = 0;
             for x in &mut self.indexes {
                 x.entries.retain(|e| e.1 >= h);
@@ -210,8 +220,8 @@ mod tests {
         for (seq, ts) in [10, 30, 20, 30, 5].into_iter().enumerate() {
             s.insert(ts, seq as u64, (0, seq as i64), 0, vec![V::I(ts)]);
         }
-        assert_eq!(&s.ts[s.all()], &[5, 10, 20, 30, 30]);
-        assert_eq!(&s.seq[s.all()], &[4, 0, 2, 1, 3]);
+        assert_eq!(s.all().map(|i| s.ts(i)).collect::<Vec<_>>(), [5, 10, 20, 30, 30]);
+        assert_eq!(s.all().map(|i| s.seq(i)).collect::<Vec<_>>(), [4, 0, 2, 1, 3]);
         assert_eq!(s.between(10, 29), 1..3);
         assert_eq!(s.between(31, 40), 5..5);
         s.widen(2);
@@ -236,7 +246,7 @@ mod tests {
         s.insert(2000, 101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
         let mut found = Vec::new();
         s.probe(x, 3.0, 3.0, 0, 10_000, &mut found);
-        let mut seqs: Vec<u64> = found.iter().map(|&i| s.seq[i]).collect();
+        let mut seqs: Vec<u64> = found.iter().map(|&i| s.seq(i)).collect();
         seqs.sort();
         assert_eq!(seqs, vec![83, 93, 101]);
         assert!(found.iter().all(|&i| s.value(i, 1) == &V::F(3.0)));

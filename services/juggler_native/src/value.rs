@@ -13,9 +13,11 @@ pub enum V {
     I(i64),
     F(f64),
     B(bool),
-    S(Box<str>),
+    /// Boxed twice so a value is 16 bytes: strings are rare in predicates, and every
+    /// held event stores a value per column.
+    S(Box<String>),
     /// An int beyond 64 bits, as decimal text.
-    X(Box<str>),
+    X(Box<String>),
 }
 
 impl V {
@@ -89,6 +91,11 @@ pub fn float_key(f: f64) -> NumKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_two_words() {
+        assert_eq!(std::mem::size_of::<V>(), 16);
+    }
 
     #[test]
     fn ints_and_doubles_compare_exactly() {
