@@ -23,6 +23,15 @@ pub trait Exact {
 /// to cover the rounding of the constant it is compared with.
 const BAND: f64 = 1.0 / (1u64 << 47) as f64;
 
+/// The words of the masks an operation needs: those where the queries still in
+/// play have bits (a group of a few queries among thousands spans a word or two).
+pub type Words = std::ops::Range<usize>;
+
+/// `or_into` over the words `r` only.
+pub fn or_in(out: &mut [u64], r: &Words, src: &[u64]) {
+    or_into(&mut out[r.clone()], &src[r.clone()]);
+}
+
 pub fn or_into(out: &mut [u64], src: &[u64]) {
     for (o, s) in out.iter_mut().zip(src) {
         *o |= s;
@@ -143,50 +152,50 @@ impl RangeList {
         &self.table[p * self.nw..(p + 1) * self.nw]
     }
 
-    fn fail_all(&self, out: &mut [u64]) {
-        or_into(out, self.row(if self.lower { 0 } else { self.entries.len() }));
+    fn fail_all(&self, out: &mut [u64], r: &Words) {
+        or_in(out, r, self.row(if self.lower { 0 } else { self.entries.len() }));
     }
 
-    fn at_int(&self, d: i128, out: &mut [u64]) {
+    fn at_int(&self, d: i128, out: &mut [u64], r: &Words) {
         let p = if self.lower { count_le(&self.ti, &d) } else { count_lt(&self.ti, &d) };
-        or_into(out, self.row(p));
+        or_in(out, r, self.row(p));
     }
 
-    fn ask(&self, out: &mut [u64], range: std::ops::Range<usize>, mut holds: impl FnMut(u32) -> bool) {
+    fn ask(&self, out: &mut [u64], r: &Words, range: std::ops::Range<usize>, mut holds: impl FnMut(u32) -> bool) {
         for e in &self.entries[range] {
             if !holds(e.pred) {
-                or_into(out, &e.mask);
+                or_in(out, r, &e.mask);
             }
         }
     }
 
     /// OR into `out` the queries whose predicate in this attribute list `v` fails.
-    pub fn attr_fail(&self, v: &V, out: &mut [u64], exact: &mut dyn Exact) {
+    pub fn attr_fail(&self, v: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
         match v {
-            V::I(i) => self.at_int(*i as i128, out),
+            V::I(i) => self.at_int(*i as i128, out, r),
             V::F(f) => {
                 let p = if self.lower { count_le(&self.tf, f) } else { count_lt(&self.tf, f) };
-                or_into(out, self.row(p));
+                or_in(out, r, self.row(p));
             }
-            V::X(_) => self.ask(out, 0..self.entries.len(), |pred| exact.attr(pred, v)),
-            _ => self.fail_all(out),
+            V::X(_) => self.ask(out, r, 0..self.entries.len(), |pred| exact.attr(pred, v)),
+            _ => self.fail_all(out, r),
         }
     }
 
     /// OR into `out` the queries whose predicate `l - f*r op o` fails.
-    pub fn pair_fail(&self, l: &V, r: &V, out: &mut [u64], exact: &mut dyn Exact) {
-        match diff(self.factor.expect("a pair list"), l, r) {
-            Diff::Int(d) => self.at_int(d, out),
+    pub fn pair_fail(&self, l: &V, rv: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
+        match diff(self.factor.expect("a pair list"), l, rv) {
+            Diff::Int(d) => self.at_int(d, out, r),
             Diff::Float(d, err) => {
                 let margin = err + d.abs() * BAND;
                 // entries[..lo]: o < d; entries[hi..]: o > d; between: too close to tell.
                 let lo = count_lt(&self.tf, &(d - margin));
                 let hi = count_le(&self.tf, &(d + margin));
-                or_into(out, self.row(if self.lower { hi } else { lo }));
-                self.ask(out, lo..hi, |pred| exact.pair(pred, l, r));
+                or_in(out, r, self.row(if self.lower { hi } else { lo }));
+                self.ask(out, r, lo..hi, |pred| exact.pair(pred, l, rv));
             }
-            Diff::Unknown => self.ask(out, 0..self.entries.len(), |pred| exact.pair(pred, l, r)),
-            Diff::Fails | Diff::Equal(_) => self.fail_all(out),
+            Diff::Unknown => self.ask(out, r, 0..self.entries.len(), |pred| exact.pair(pred, l, rv)),
+            Diff::Fails | Diff::Equal(_) => self.fail_all(out, r),
         }
     }
 }
@@ -314,41 +323,41 @@ impl EqList {
         fail
     }
 
-    fn ask(&self, out: &mut [u64], entries: impl Iterator<Item = usize>, mut holds: impl FnMut(u32) -> bool) {
+    fn ask(&self, out: &mut [u64], r: &Words, entries: impl Iterator<Item = usize>, mut holds: impl FnMut(u32) -> bool) {
         for i in entries {
             let e = &self.entries[i];
             if !holds(e.pred) {
-                or_into(out, &e.mask);
+                or_in(out, r, &e.mask);
             }
         }
     }
 
-    pub fn attr_fail(&self, v: &V, out: &mut [u64], exact: &mut dyn Exact) {
+    pub fn attr_fail(&self, v: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
         let found = match v {
             V::I(_) | V::F(_) => self.nums.get(&num_key(v).unwrap()),
             V::S(s) => self.strs.get(s.as_str()),
             V::B(b) => self.bools[*b as usize].as_ref(),
-            V::X(_) => return self.ask(out, 0..self.entries.len(), |pred| exact.attr(pred, v)),
-            V::Missing => return or_into(out, &self.all),
+            V::X(_) => return self.ask(out, r, 0..self.entries.len(), |pred| exact.attr(pred, v)),
+            V::Missing => return or_in(out, r, &self.all),
         };
-        or_into(out, found.unwrap_or(&self.eq_all));
+        or_in(out, r, found.unwrap_or(&self.eq_all));
     }
 
-    pub fn pair_fail(&self, l: &V, r: &V, out: &mut [u64], exact: &mut dyn Exact) {
-        match diff(self.factor.expect("a pair list"), l, r) {
-            Diff::Int(d) => or_into(out, self.ints.get(&d).unwrap_or(&self.eq_all)),
-            Diff::Equal(eq) => or_into(out, if eq { self.ints.get(&0).unwrap_or(&self.eq_all) } else { &self.eq_all }),
+    pub fn pair_fail(&self, l: &V, rv: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
+        match diff(self.factor.expect("a pair list"), l, rv) {
+            Diff::Int(d) => or_in(out, r, self.ints.get(&d).unwrap_or(&self.eq_all)),
+            Diff::Equal(eq) => or_in(out, r, if eq { self.ints.get(&0).unwrap_or(&self.eq_all) } else { &self.eq_all }),
             Diff::Float(d, err) => {
                 let margin = err + d.abs() * BAND;
                 let lo = count_lt(&self.tf, &(d - margin));
                 let hi = count_le(&self.tf, &(d + margin));
                 let nw = self.nw;
-                or_into(out, &self.eq_prefix[lo * nw..(lo + 1) * nw]);
-                or_into(out, &self.eq_suffix[hi * nw..(hi + 1) * nw]);
-                self.ask(out, self.order[lo..hi].iter().copied(), |pred| exact.pair(pred, l, r));
+                or_in(out, r, &self.eq_prefix[lo * nw..(lo + 1) * nw]);
+                or_in(out, r, &self.eq_suffix[hi * nw..(hi + 1) * nw]);
+                self.ask(out, r, self.order[lo..hi].iter().copied(), |pred| exact.pair(pred, l, rv));
             }
-            Diff::Unknown => self.ask(out, 0..self.entries.len(), |pred| exact.pair(pred, l, r)),
-            Diff::Fails => or_into(out, &self.all),
+            Diff::Unknown => self.ask(out, r, 0..self.entries.len(), |pred| exact.pair(pred, l, rv)),
+            Diff::Fails => or_in(out, r, &self.all),
         }
     }
 }
@@ -382,7 +391,7 @@ mod tests {
 
     fn fail(list: &RangeList, v: V) -> u64 {
         let mut out = [0];
-        list.attr_fail(&v, &mut out, &mut NoExact);
+        list.attr_fail(&v, &mut out, &(0..1), &mut NoExact);
         out[0]
     }
 
@@ -423,15 +432,15 @@ mod tests {
         let third = Factor { f: 3.0, int: Some(3) };
         let list = range(true, Some(third), &[(0.1, 1, 0b1)]);
         let mut out = [0];
-        list.pair_fail(&V::I(4), &V::I(1), &mut out, &mut NoExact);
+        list.pair_fail(&V::I(4), &V::I(1), &mut out, &(0..1), &mut NoExact);
         assert_eq!(out[0], 0);
-        list.pair_fail(&V::I(3), &V::I(1), &mut out, &mut NoExact);
+        list.pair_fail(&V::I(3), &V::I(1), &mut out, &(0..1), &mut NoExact);
         assert_eq!(out[0], 1);
         let mut asked = Counting(0);
         let mut out = [0];
-        list.pair_fail(&V::F(0.4), &V::F(0.1), &mut out, &mut asked); // 0.4 - 0.3 ~ 0.1
+        list.pair_fail(&V::F(0.4), &V::F(0.1), &mut out, &(0..1), &mut asked); // 0.4 - 0.3 ~ 0.1
         assert_eq!((out[0], asked.0), (0, 1));
-        list.pair_fail(&V::F(5.0), &V::F(0.1), &mut out, &mut asked);
+        list.pair_fail(&V::F(5.0), &V::F(0.1), &mut out, &(0..1), &mut asked);
         assert_eq!(asked.0, 1);
     }
 
@@ -444,7 +453,7 @@ mod tests {
         list.rebuild(1);
         let fail = |v: V| {
             let mut out = [0];
-            list.attr_fail(&v, &mut out, &mut NoExact);
+            list.attr_fail(&v, &mut out, &(0..1), &mut NoExact);
             out[0]
         };
         assert_eq!(fail(V::F(2.0)), 0b110);

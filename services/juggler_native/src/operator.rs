@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, or_into};
+use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
 use crate::store::{Pos, Store};
 use crate::value::V;
 
@@ -197,9 +197,17 @@ fn loosest(list: &RangeList, group: &[u64]) -> Option<(Vec<u64>, f64, i128)> {
         return None;
     }
     let covered: Vec<u64> = users.iter().zip(group).map(|(u, g)| u & g).collect();
-    let mut of_group = list.entries.iter().filter(|e| mask_intersects(&e.mask, group));
+    let r = words(group);
+    let mut of_group = list.entries.iter().filter(|e| mask_intersects(&e.mask[r.clone()], &group[r.clone()]));
     let bound = if list.lower { of_group.next() } else { of_group.next_back() };
     bound.map(|e| (covered, e.tf, e.ti))
+}
+
+/// The words from the first to the last nonzero one of `mask`.
+fn words(mask: &[u64]) -> Words {
+    let first = mask.iter().position(|&w| w != 0).unwrap_or(0);
+    let last = mask.iter().rposition(|&w| w != 0).map_or(first, |i| i + 1);
+    first..last.max(first)
 }
 
 fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
@@ -537,12 +545,13 @@ impl Operator {
     fn attr_fail(&self, stream: u32, row: &[V], out: &mut [u64], exact: &mut dyn Exact) {
         let Some(info) = self.streams.get(stream as usize) else { return };
         let value = |slot: usize| row.get(slot).unwrap_or(&V::Missing);
+        let all = 0..out.len();
         for &(list, l, r) in &info.attr {
             match (list, r) {
-                (ListRef::Range(i), None) => self.ranges[i].attr_fail(value(l), out, exact),
-                (ListRef::Eq(i), None) => self.eqs[i].attr_fail(value(l), out, exact),
-                (ListRef::Range(i), Some(r)) => self.ranges[i].pair_fail(value(l), value(r), out, exact),
-                (ListRef::Eq(i), Some(r)) => self.eqs[i].pair_fail(value(l), value(r), out, exact),
+                (ListRef::Range(i), None) => self.ranges[i].attr_fail(value(l), out, &all, exact),
+                (ListRef::Eq(i), None) => self.eqs[i].attr_fail(value(l), out, &all, exact),
+                (ListRef::Range(i), Some(r)) => self.ranges[i].pair_fail(value(l), value(r), out, &all, exact),
+                (ListRef::Eq(i), Some(r)) => self.eqs[i].pair_fail(value(l), value(r), out, &all, exact),
             }
         }
     }
@@ -747,6 +756,7 @@ impl Operator {
                 }
             };
             let nw = self.nw;
+            let r = words(&group);
             // The node's lists some query of the group uses: a node shared by many
             // queries has many lists, of which a group needs few.
             let active: Vec<(&Check, &[u64])> = c
@@ -756,7 +766,7 @@ impl Operator {
                     ListRef::Range(j) => (check, self.ranges[j].users()),
                     ListRef::Eq(j) => (check, self.eqs[j].users()),
                 })
-                .filter(|(_, users)| mask_intersects(&group, users))
+                .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
                 .collect();
             for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
@@ -765,27 +775,27 @@ impl Operator {
                 stats.candidates += 1;
                 survivors.copy_from_slice(&group);
                 if !only.is_empty() {
-                    for (w, m) in survivors.iter_mut().zip(&only[k * nw..(k + 1) * nw]) {
+                    for (w, m) in survivors[r.clone()].iter_mut().zip(&only[k * nw + r.start..k * nw + r.end]) {
                         *w &= m;
                     }
                 }
                 let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
                 stats.a_tested += 1;
-                if !and_not(&mut survivors, attr) {
+                if !and_not(&mut survivors[r.clone()], &attr[r.clone()]) {
                     continue;
                 }
                 stats.a_passed += 1;
                 let ts = ks.stores[s].ts(i);
                 let span = maxts.max(ts) as i128 - mints.min(ts) as i128;
                 stats.w_tested += 1;
-                if !and_not(&mut survivors, self.too_narrow(span)) {
+                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
                     continue;
                 }
                 stats.w_passed += 1;
                 partial.push((c.stream, i));
                 let mut alive = true;
                 for &(check, users) in &active {
-                    if !mask_intersects(&survivors, users) {
+                    if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
                         continue;
                     }
                     stats.probes += 1;
@@ -793,12 +803,12 @@ impl Operator {
                     let (rs, ri) = partial[check.r.0];
                     let lv = ks.stores[ls as usize].value(li, check.l.1);
                     let rv = ks.stores[rs as usize].value(ri, check.r.1);
-                    fail.iter_mut().for_each(|w| *w = 0);
+                    fail[r.clone()].iter_mut().for_each(|w| *w = 0);
                     match check.list {
-                        ListRef::Range(j) => self.ranges[j].pair_fail(lv, rv, &mut fail, exact),
-                        ListRef::Eq(j) => self.eqs[j].pair_fail(lv, rv, &mut fail, exact),
+                        ListRef::Range(j) => self.ranges[j].pair_fail(lv, rv, &mut fail, &r, exact),
+                        ListRef::Eq(j) => self.eqs[j].pair_fail(lv, rv, &mut fail, &r, exact),
                     }
-                    if !and_not(&mut survivors, &fail) {
+                    if !and_not(&mut survivors[r.clone()], &fail[r.clone()]) {
                         alive = false;
                         break;
                     }
