@@ -82,7 +82,7 @@ class JugglerWorker:
         self._compiled: dict[tuple[str, str], Any] = {}
         self._revoked: dict[int, Any] = {}
         """Tasks revoked by the rebalance under way: kept until the assignment shows
-        whether they come back (then `restore.tasks` reuses them)."""
+        whether they come back (then `restore.assigned` reuses them)."""
         self._clearances: dict[int, list[tuple[int, int]]] = {}
         self._epoch = 0
         self._paused: set[tuple[str, int]] = set()
@@ -238,15 +238,17 @@ class JugglerWorker:
         from juggler.service import restore
 
         fresh = [t for t in self.tasks.values() if not t.restored]
-        if fresh:
+        control = self.control if self.control is not None and not self.control.restored \
+            else None
+        if fresh or control is not None:
             t0 = time.monotonic()
-            restore.tasks(self, fresh)
-            log.info("restored partitions %s in %.1fs: %d queries, %d events held",
-                     sorted(t.partition for t in fresh), time.monotonic() - t0,
-                     max((len(t.texts) for t in self.tasks.values()), default=0),
-                     sum(sum(t.engine.held_events().values()) for t in self.tasks.values()))
-        if self.control is not None and not self.control.restored:
-            restore.control(self, self.control)
+            restore.assigned(self, fresh, control)
+            if fresh:
+                log.info("restored partitions %s in %.1fs: %d queries, %d events held",
+                         sorted(t.partition for t in fresh), time.monotonic() - t0,
+                         max((len(t.texts) for t in self.tasks.values()), default=0),
+                         sum(sum(t.engine.held_events().values())
+                             for t in self.tasks.values()))
         self.ready = self._assigned
 
     def _route(self, messages: list[Any]) -> None:
