@@ -113,14 +113,16 @@ class ResultsStore:
 
     # reading: the HTTP threads ----------------------------------------------------
 
-    def read(self, query_id: str, after: dict[int, int], limit: int
-             ) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    def page(self, query_id: str, after: dict[int, int], limit: int
+             ) -> tuple[list[str], dict[int, int]]:
         """Up to `limit` results of `query_id` after the cursor, partition by partition,
-        and the cursor after them (a partition read to its indexed end moves to it)."""
+        as the JSON texts the index keeps (a page is their concatenation: nothing is
+        decoded or encoded per request), and the cursor after them (a partition read to
+        its indexed end moves to it)."""
         conn = self._connection()
         indexed = dict(self.indexed)
         positions = {**after, **{p: max(after.get(p, 0), 0) for p in indexed}}
-        results: list[dict[str, Any]] = []
+        results: list[str] = []
         for p in sorted(indexed):
             left = limit - len(results)
             if left <= 0:
@@ -129,7 +131,7 @@ class ResultsStore:
                 "SELECT offset, record FROM results WHERE query = ? AND partition = ? "
                 "AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?",
                 (query_id, p, positions[p], indexed[p], left)).fetchall()
-            results.extend(json.loads(record) for _, record in rows)
+            results.extend(record for _, record in rows)
             positions[p] = rows[-1][0] + 1 if len(rows) == left else max(positions[p], indexed[p])
         return results, positions
 

@@ -1,0 +1,154 @@
+"""The results API under concurrent readers (issue 11, item 3): p50 and p99 per request.
+
+    python -m bench.results_api [--readers 50] [--repeats 5] [--limit 50]
+
+One worker (4 partitions) on a fresh topic prefix; the five queries `B.temp > t` of
+`tests/integration/test_many_queries.py` and its 600 events (a few hundred results per
+query on the shared topic), waited for until the index serves them all. Then, per
+repeat, `--readers` threads each page one query from the beginning to its end with
+`GET /queries/<id>/results?limit=N&after=<cursor>` (a new connection per request, as
+`urllib` does), all starting together; every request's latency is recorded. Printed:
+p50 and p99 per repeat, their medians over the repeats, and the CPU seconds the worker
+process and this (client) process used during the repeats. A local broker is started
+unless `JUGGLER_BOOTSTRAP` names one. Numbers go in the `manyqueries` section of
+docs/benchmarks.md by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from juggler.kafka.broker import broker_or_env, free_port
+from juggler.service.process import WorkerProcess
+
+PARTITIONS = 4
+THRESHOLDS = {"hot10": 10, "hot30": 30, "hot50": 50, "hot70": 70, "hot85": 85}
+EVENTS = 600
+
+
+def get(url: str) -> tuple[float, dict[str, Any]]:
+    """(seconds, body) of one request; raises on a status other than 200."""
+    started = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=30) as response:
+        body = json.loads(response.read())
+    return time.perf_counter() - started, body
+
+
+def page_through(base: str, query_id: str, limit: int) -> tuple[list[float], int]:
+    """Every page of a query, until one is empty: (latencies, results)."""
+    latencies, results, cursor = [], 0, None
+    while True:
+        took, body = get(f"{base}/queries/{query_id}/results?limit={limit}"
+                         + (f"&after={cursor}" if cursor else ""))
+        latencies.append(took)
+        if not body["results"]:
+            return latencies, results
+        results += len(body["results"])
+        cursor = body["next"]
+
+
+def load(base: str, readers: int, limit: int) -> list[float]:
+    """One round: `readers` threads paging together; every request's latency."""
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    go = threading.Barrier(readers)
+
+    def reader(n: int) -> None:
+        try:
+            go.wait(30)
+            mine, _ = page_through(base, list(THRESHOLDS)[n % len(THRESHOLDS)], limit)
+        except BaseException as exc:  # reported after the round
+            failures.append(exc)
+            return
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(readers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return latencies
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def prepare(bootstrap: str, prefix: str, worker: WorkerProcess) -> None:
+    """The queries registered, the events produced, and every result served."""
+    from juggler.control.client import submit_many
+    from juggler.control.commands import Command
+    from juggler.kafka.producer import EventProducer
+
+    submit_many(bootstrap, [Command.register(q, f"SELECT * FROM B WHERE B.temp > {t}")
+                            for q, t in THRESHOLDS.items()], prefix=prefix, timeout=120)
+    producer = EventProducer(bootstrap, prefix=prefix)
+    temps = [(i * 37) % 100 for i in range(EVENTS)]
+    for i, temp in enumerate(temps):
+        producer.send("B", f"patient-{i % 9}", 2_000_000 + 10 * i,
+                      {"temp": float(temp), "pressure": 1.0, "alert": False})
+    producer.flush(60)
+    deadline = time.monotonic() + 120
+    for qid, t in THRESHOLDS.items():
+        expected = sum(1 for temp in temps if temp > t)
+        while page_through(worker.url, qid, 1000)[1] < expected:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{qid}: not every result served after 120 s")
+            time.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--readers", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--limit", type=int, default=50)
+    args = parser.parse_args()
+    with broker_or_env() as bootstrap, tempfile.TemporaryDirectory() as tmp:
+        prefix = f"api-{uuid.uuid4().hex[:6]}."
+        worker = WorkerProcess({"bootstrap": bootstrap, "topic_prefix": prefix,
+                                "partitions": PARTITIONS, "app_id": prefix.rstrip("."),
+                                "web_port": free_port(), "web_host": "127.0.0.1",
+                                "loglevel": "warning"}, Path(tmp) / "worker.log")
+        with worker:
+            prepare(bootstrap, prefix, worker)
+            assert worker.proc is not None
+            cpu = cpu_seconds(worker.proc.pid), time.process_time()
+            p50s, p99s, requests = [], [], 0
+            for _ in range(args.repeats):
+                latencies = load(worker.url, args.readers, args.limit)
+                requests += len(latencies)
+                p50s.append(1000 * statistics.median(latencies))
+                p99s.append(1000 * percentile(latencies, 99))
+                print(f"  {len(latencies)} requests: p50 {p50s[-1]:.1f} ms, "
+                      f"p99 {p99s[-1]:.1f} ms", flush=True)
+            worker_cpu = cpu_seconds(worker.proc.pid) - cpu[0]
+            client_cpu = time.process_time() - cpu[1]
+    print(f"{args.readers} readers, limit {args.limit}, {args.repeats} repeats: median p50 "
+          f"{statistics.median(p50s):.1f} ms, median p99 {statistics.median(p99s):.1f} ms "
+          f"(p99s: {', '.join(f'{p:.0f}' for p in p99s)}); CPU per request: worker "
+          f"{1000 * worker_cpu / requests:.2f} ms, client {1000 * client_cpu / requests:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
