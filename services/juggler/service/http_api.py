@@ -29,11 +29,8 @@ from juggler.service.results_api import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     BadCursor,
-    UnknownTopic,
     decode_cursor,
-    encode_cursor,
     page_body,
-    read_results,
 )
 
 
@@ -92,31 +89,23 @@ def _results(worker: Any) -> Any:
         except ValueError:
             return web.json_response(
                 {"error": f"limit must be an integer from 1 to {MAX_LIMIT}"}, status=400)
-        if not worker.own_topic(query_id):
-            results, positions = worker.results_store.page(query_id, after, limit)
-            if not results and not _known(worker, query_id):
-                return web.json_response({"error": f"no query {query_id!r} is registered "
-                                                   f"here and no result of it is kept"},
-                                         status=404)
-            return web.Response(body=page_body(results, positions),
-                                content_type="application/json")
-        try:
-            results, positions = await asyncio.to_thread(
-                read_results, worker.settings.bootstrap, worker.names.results(query_id),
-                worker.codec, after, limit)
-        except UnknownTopic:
-            return web.json_response({"error": f"no results topic for query {query_id!r}"},
-                                     status=404)
-        return web.json_response({"results": results, "next": encode_cursor(positions)})
+        names = worker.names
+        topic = names.results(query_id) if worker.own_topic(query_id) else names.all_results
+        results, positions = worker.results_store.page(query_id, topic, after, limit)
+        if not results and not _known(worker, query_id, topic):
+            return web.json_response({"error": f"no query {query_id!r} is registered here "
+                                               f"and no result of it is kept"}, status=404)
+        return web.Response(body=page_body(results, positions), content_type="application/json")
     return handler
 
 
-def _known(worker: Any, query_id: str) -> bool:
-    """Whether the query is registered in a task here or has an indexed result. Read
-    without the worker's lock, which a round holds for its whole length: a membership
-    test of a task's dict is atomic, and a request must not wait for a round."""
+def _known(worker: Any, query_id: str, topic: str) -> bool:
+    """Whether the query is registered in a task here or has a result indexed on
+    `topic`. Read without the worker's lock, which a round holds for its whole length:
+    a membership test of a task's dict is atomic, and a request must not wait for a
+    round."""
     return any(query_id in t.texts for t in worker.restored_tasks()) \
-        or worker.results_store.known(query_id)
+        or worker.results_store.known(query_id, topic)
 
 
 def _queries(worker: Any) -> Any:

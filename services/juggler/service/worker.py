@@ -113,6 +113,11 @@ class JugglerWorker:
 
         ensure_results_topic(self.settings, self.partitions, query_id)
 
+    def own_results_topic(self, query_id: str) -> None:
+        """A query registered or restored here publishes to its own results topic: the
+        results index follows that topic too, so the API serves it as any other."""
+        self.results_store.follow(self.names.results(query_id))
+
     def stream_log_ends(self) -> dict[int, dict[str, int]]:
         """Per partition, each stream partition's log end now (a barrier)."""
         from juggler.kafka.offsets import log_ends
