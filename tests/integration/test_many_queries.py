@@ -1,6 +1,7 @@
 """Many registered queries through the real broker (issue 11): a batch of 2,000 queries
-registered with `juggler query register --file`, a worker restart that keeps them, the
-results API under 50 concurrent readers, and the per-query results topic opt-in.
+registered with `juggler query register --file`, a worker restart that restores them in
+every partition, the results API under 50 concurrent readers, and the per-query results
+topic opt-in, whose pages come from the same index and survive a restart.
 
 Timings are printed (run with -s), never asserted: benchmark numbers go in
 docs/benchmarks.md. Every wait is for a condition (statuses, committed offsets, the
@@ -186,7 +187,9 @@ def test_batch_registration_survives_a_restart(kafka_bootstrap: str, tmp_path: P
                 expected[(qid, key, ts)] += 1
             ts += 10
             events.append(b_event("patient-0", ts, 5, 99))  # no query has pressure 99
-        client.send_events(events)
+        sent = client.send_events(events)
+        # every partition's task restored the queries, not only some of them
+        assert {e.position[1] for e in sent} == set(range(PARTITIONS))
         client.wait_consumed(app_id, [client.names.stream(s) for s in "BHKT"], timeout=120)
         got = results_by_query(client)
         actual = Counter((r.query, r.key, r.ts) for rs in got.values() for r in rs)
