@@ -97,11 +97,12 @@ def read_partitions(worker: Any, tps: list[tuple[str, int]]
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in left])
         while left:
             for m in consumer.consume(10_000, timeout=READ_WAIT):
-                if m.error() is None:
-                    yield (m.topic(), m.partition()), m.key(), m.value(), m.headers()
-            for tp in consumer.position([TopicPartition(t, p) for t, p in left]):
-                if tp.offset >= ends[(tp.topic, tp.partition)]:
-                    left.discard((tp.topic, tp.partition))
+                tp = (m.topic(), m.partition())
+                if m.error() is None and m.offset() < ends[tp]:
+                    yield tp, m.key(), m.value(), m.headers()
+            for position in consumer.position([TopicPartition(t, p) for t, p in left]):
+                if position.offset >= ends[(position.topic, position.partition)]:
+                    left.discard((position.topic, position.partition))
     finally:
         consumer.close()
 
