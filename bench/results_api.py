@@ -1,13 +1,13 @@
 """The results API under concurrent readers (issue 11, item 3): p50 and p99 per request.
 
-    python -m bench.results_api [--readers 50] [--repeats 5] [--limit 50]
+    python -m bench.results_api [--readers 50] [--repeats 5] [--limit 50] [--keep-alive]
 
 One worker (4 partitions) on a fresh topic prefix; the five queries `B.temp > t` of
 `tests/integration/test_many_queries.py` and its 600 events (a few hundred results per
 query on the shared topic), waited for until the index serves them all. Then, per
 repeat, `--readers` threads each page one query from the beginning to its end with
 `GET /queries/<id>/results?limit=N&after=<cursor>` (a new connection per request, as
-`urllib` does), all starting together; every request's latency is recorded. Printed:
+`urllib` does, or one per reader with `--keep-alive`), all starting together; every request's latency is recorded. Printed:
 p50 and p99 per repeat, their medians over the repeats, and the CPU seconds the worker
 process and this (client) process used during the repeats. A local broker is started
 unless `JUGGLER_BOOTSTRAP` names one. Numbers go in the `manyqueries` section of
@@ -17,6 +17,7 @@ docs/benchmarks.md by hand.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import statistics
@@ -36,28 +37,50 @@ THRESHOLDS = {"hot10": 10, "hot30": 30, "hot50": 50, "hot70": 70, "hot85": 85}
 EVENTS = 600
 
 
-def get(url: str) -> tuple[float, dict[str, Any]]:
-    """(seconds, body) of one request; raises on a status other than 200."""
-    started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=30) as response:
-        body = json.loads(response.read())
-    return time.perf_counter() - started, body
+class Reader:
+    """One reader's HTTP client: a new connection per request, as `urllib` does (and
+    the test), or with `keep_alive` one connection for all its requests, as an HTTP
+    client's session does."""
+
+    def __init__(self, base: str, keep_alive: bool) -> None:
+        host, port = base.removeprefix("http://").split(":")
+        self.address = (host, int(port))
+        self.keep_alive = keep_alive
+        self.connection: http.client.HTTPConnection | None = None
+
+    def get(self, path: str) -> tuple[float, dict[str, Any]]:
+        """(seconds, body) of one request; raises on a status other than 200."""
+        started = time.perf_counter()
+        if self.keep_alive:
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection(*self.address, timeout=30)
+            self.connection.request("GET", path)
+            response = self.connection.getresponse()
+            status, body = response.status, json.loads(response.read())
+        else:
+            with urllib.request.urlopen(f"http://{self.address[0]}:{self.address[1]}{path}",
+                                        timeout=30) as response:
+                status, body = response.status, json.loads(response.read())
+        if status != 200:
+            raise RuntimeError(f"{path}: HTTP {status} {body}")
+        return time.perf_counter() - started, body
+
+    def page_through(self, query_id: str, limit: int) -> tuple[list[float], int]:
+        """Every page of a query, until one is empty: (latencies, results)."""
+        latencies, results, cursor = [], 0, None
+        while True:
+            took, body = self.get(f"/queries/{query_id}/results?limit={limit}"
+                                  + (f"&after={cursor}" if cursor else ""))
+            latencies.append(took)
+            if not body["results"]:
+                if self.connection is not None:
+                    self.connection.close()
+                return latencies, results
+            results += len(body["results"])
+            cursor = body["next"]
 
 
-def page_through(base: str, query_id: str, limit: int) -> tuple[list[float], int]:
-    """Every page of a query, until one is empty: (latencies, results)."""
-    latencies, results, cursor = [], 0, None
-    while True:
-        took, body = get(f"{base}/queries/{query_id}/results?limit={limit}"
-                         + (f"&after={cursor}" if cursor else ""))
-        latencies.append(took)
-        if not body["results"]:
-            return latencies, results
-        results += len(body["results"])
-        cursor = body["next"]
-
-
-def load(base: str, readers: int, limit: int) -> list[float]:
+def load(base: str, readers: int, limit: int, keep_alive: bool = False) -> list[float]:
     """One round: `readers` threads paging together; every request's latency."""
     latencies: list[float] = []
     failures: list[BaseException] = []
@@ -67,7 +90,8 @@ def load(base: str, readers: int, limit: int) -> list[float]:
     def reader(n: int) -> None:
         try:
             go.wait(30)
-            mine, _ = page_through(base, list(THRESHOLDS)[n % len(THRESHOLDS)], limit)
+            mine, _ = Reader(base, keep_alive).page_through(
+                list(THRESHOLDS)[n % len(THRESHOLDS)], limit)
         except BaseException as exc:  # reported after the round
             failures.append(exc)
             return
@@ -112,7 +136,7 @@ def prepare(bootstrap: str, prefix: str, worker: WorkerProcess) -> None:
     deadline = time.monotonic() + 120
     for qid, t in THRESHOLDS.items():
         expected = sum(1 for temp in temps if temp > t)
-        while page_through(worker.url, qid, 1000)[1] < expected:
+        while Reader(worker.url, keep_alive=False).page_through(qid, 1000)[1] < expected:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{qid}: not every result served after 120 s")
             time.sleep(0.2)
@@ -123,6 +147,8 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--keep-alive", action="store_true",
+                        help="one connection per reader instead of one per request")
     args = parser.parse_args()
     with broker_or_env() as bootstrap, tempfile.TemporaryDirectory() as tmp:
         prefix = f"api-{uuid.uuid4().hex[:6]}."
@@ -136,7 +162,7 @@ def main() -> None:
             cpu = cpu_seconds(worker.proc.pid), time.process_time()
             p50s, p99s, requests = [], [], 0
             for _ in range(args.repeats):
-                latencies = load(worker.url, args.readers, args.limit)
+                latencies = load(worker.url, args.readers, args.limit, args.keep_alive)
                 requests += len(latencies)
                 p50s.append(1000 * statistics.median(latencies))
                 p99s.append(1000 * percentile(latencies, 99))
@@ -144,7 +170,9 @@ def main() -> None:
                       f"p99 {p99s[-1]:.1f} ms", flush=True)
             worker_cpu = cpu_seconds(worker.proc.pid) - cpu[0]
             client_cpu = time.process_time() - cpu[1]
-    print(f"{args.readers} readers, limit {args.limit}, {args.repeats} repeats: median p50 "
+    print(f"{args.readers} readers, limit {args.limit}, "
+          f"{'keep-alive' if args.keep_alive else 'a connection per request'}, "
+          f"{args.repeats} repeats: median p50 "
           f"{statistics.median(p50s):.1f} ms, median p99 {statistics.median(p99s):.1f} ms "
           f"(p99s: {', '.join(f'{p:.0f}' for p in p99s)}); CPU per request: worker "
           f"{1000 * worker_cpu / requests:.2f} ms, client {1000 * client_cpu / requests:.2f} ms")
