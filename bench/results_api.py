@@ -1,16 +1,19 @@
 """The results API under concurrent readers (issue 11, item 3): p50 and p99 per request.
 
     python -m bench.results_api [--readers 50] [--repeats 5] [--limit 50] [--keep-alive]
+        [--processes 1]
 
 One worker (4 partitions) on a fresh topic prefix; the five queries `B.temp > t` of
 `tests/integration/test_many_queries.py` and its 600 events (a few hundred results per
 query on the shared topic), waited for until the index serves them all. Then, per
-repeat, `--readers` threads each page one query from the beginning to its end with
+repeat, `--readers` readers each page one query from the beginning to its end with
 `GET /queries/<id>/results?limit=N&after=<cursor>` (a new connection per request, as
-`urllib` does, or one per reader with `--keep-alive`), all starting together; every request's latency is recorded. Printed:
-p50 and p99 per repeat, their medians over the repeats, and the CPU seconds the worker
-process and this (client) process used during the repeats. A local broker is started
-unless `JUGGLER_BOOTSTRAP` names one. Numbers go in the `manyqueries` section of
+`urllib` does, or one per reader with `--keep-alive`), all starting together: threads
+of this process, as the test's readers, or spread over `--processes` processes, so
+that the readers' own GIL is not what they wait for. Every request's latency is
+recorded. Printed: p50 and p99 per repeat, their medians over the repeats, and the CPU
+per request of the worker process and of the readers. A local broker is started unless
+`JUGGLER_BOOTSTRAP` names one. Numbers go in the `manyqueries` section of
 docs/benchmarks.md by hand.
 """
 
@@ -19,7 +22,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
+import resource
 import statistics
 import tempfile
 import threading
@@ -80,12 +85,39 @@ class Reader:
             cursor = body["next"]
 
 
-def load(base: str, readers: int, limit: int, keep_alive: bool = False) -> list[float]:
-    """One round: `readers` threads paging together; every request's latency."""
+def load(base: str, readers: int, limit: int, keep_alive: bool = False,
+         processes: int = 1) -> list[float]:
+    """One round: `readers` paging together, as threads of this process or spread over
+    `processes` processes (each with its own GIL, as separate clients are); every
+    request's latency."""
+    if processes == 1:
+        return _threads(base, range(readers), limit, keep_alive)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    go = context.Barrier(processes)
+
+    def run(ids: range) -> None:
+        go.wait(30)
+        results.put(_threads(base, ids, limit, keep_alive))
+
+    children = [context.Process(target=run, args=(range(i, readers, processes),))
+                for i in range(processes)]
+    for child in children:
+        child.start()
+    latencies = [t for _ in children for t in results.get(timeout=120)]
+    for child in children:
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"a reader process exited with {child.exitcode}")
+    return latencies
+
+
+def _threads(base: str, ids: range, limit: int, keep_alive: bool) -> list[float]:
+    """Readers `ids` as threads of this process, starting together."""
     latencies: list[float] = []
     failures: list[BaseException] = []
     lock = threading.Lock()
-    go = threading.Barrier(readers)
+    go = threading.Barrier(len(ids))
 
     def reader(n: int) -> None:
         try:
@@ -98,7 +130,7 @@ def load(base: str, readers: int, limit: int, keep_alive: bool = False) -> list[
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=reader, args=(n,)) for n in range(readers)]
+    threads = [threading.Thread(target=reader, args=(n,)) for n in ids]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -106,6 +138,13 @@ def load(base: str, readers: int, limit: int, keep_alive: bool = False) -> list[
     if failures:
         raise failures[0]
     return latencies
+
+
+def client_cpu() -> float:
+    """CPU seconds of this process and of its reader processes that ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), \
+        resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -149,6 +188,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--keep-alive", action="store_true",
                         help="one connection per reader instead of one per request")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="reader processes the readers are spread over")
     args = parser.parse_args()
     with broker_or_env() as bootstrap, tempfile.TemporaryDirectory() as tmp:
         prefix = f"api-{uuid.uuid4().hex[:6]}."
@@ -159,23 +200,24 @@ def main() -> None:
         with worker:
             prepare(bootstrap, prefix, worker)
             assert worker.proc is not None
-            cpu = cpu_seconds(worker.proc.pid), time.process_time()
+            cpu = cpu_seconds(worker.proc.pid), client_cpu()
             p50s, p99s, requests = [], [], 0
             for _ in range(args.repeats):
-                latencies = load(worker.url, args.readers, args.limit, args.keep_alive)
+                latencies = load(worker.url, args.readers, args.limit, args.keep_alive,
+                                 args.processes)
                 requests += len(latencies)
                 p50s.append(1000 * statistics.median(latencies))
                 p99s.append(1000 * percentile(latencies, 99))
                 print(f"  {len(latencies)} requests: p50 {p50s[-1]:.1f} ms, "
                       f"p99 {p99s[-1]:.1f} ms", flush=True)
             worker_cpu = cpu_seconds(worker.proc.pid) - cpu[0]
-            client_cpu = time.process_time() - cpu[1]
-    print(f"{args.readers} readers, limit {args.limit}, "
+            readers_cpu = client_cpu() - cpu[1]
+    print(f"{args.readers} readers in {args.processes} process(es), limit {args.limit}, "
           f"{'keep-alive' if args.keep_alive else 'a connection per request'}, "
           f"{args.repeats} repeats: median p50 "
           f"{statistics.median(p50s):.1f} ms, median p99 {statistics.median(p99s):.1f} ms "
           f"(p99s: {', '.join(f'{p:.0f}' for p in p99s)}); CPU per request: worker "
-          f"{1000 * worker_cpu / requests:.2f} ms, client {1000 * client_cpu / requests:.2f} ms")
+          f"{1000 * worker_cpu / requests:.2f} ms, readers {1000 * readers_cpu / requests:.2f} ms")
 
 
 if __name__ == "__main__":
