@@ -1,6 +1,7 @@
 """Many registered queries through the real broker (issue 11): a batch of 2,000 queries
-registered with `juggler query register --file`, a worker restart that keeps them, the
-results API under 50 concurrent readers, and the per-query results topic opt-in.
+registered with `juggler query register --file`, a worker restart that restores them in
+every partition, the results API under 50 concurrent readers, and the per-query results
+topic opt-in, whose pages come from the same index and survive a restart.
 
 Timings are printed (run with -s), never asserted: benchmark numbers go in
 docs/benchmarks.md. Every wait is for a condition (statuses, committed offsets, the
@@ -186,7 +187,9 @@ def test_batch_registration_survives_a_restart(kafka_bootstrap: str, tmp_path: P
                 expected[(qid, key, ts)] += 1
             ts += 10
             events.append(b_event("patient-0", ts, 5, 99))  # no query has pressure 99
-        client.send_events(events)
+        sent = client.send_events(events)
+        # every partition's task restored the queries, not only some of them
+        assert {e.position[1] for e in sent} == set(range(PARTITIONS))
         client.wait_consumed(app_id, [client.names.stream(s) for s in "BHKT"], timeout=120)
         got = results_by_query(client)
         actual = Counter((r.query, r.key, r.ts) for rs in got.values() for r in rs)
@@ -335,14 +338,22 @@ def test_own_topic_is_opt_in(served) -> None:
     assert client.names.results(shared) not in AdminClient(
         {"bootstrap.servers": client.bootstrap}).list_topics(timeout=30).topics
 
-    # the HTTP API pages the own topic with the same cursors
+    # the HTTP API pages the own topic from the same index, with the same cursors
+    wait_indexed(worker, own, sum(matching.values()))
     started = time.perf_counter()
-    seen, statuses = page_all(worker, own, limit=7)
+    own_pages = page_all(worker, own, limit=7)
+    seen, statuses = own_pages
     print(f"\nown topic: {len(statuses)} pages in {time.perf_counter() - started:.2f} s "
-          f"(read from the topic, not the index)")
+          f"(from the index)")
     assert set(statuses) == {200} and len(statuses) > 3
     assert Counter((r["key"], r["ts"]) for r in seen) == matching
     assert {r["position"]["topic"] for r in seen} == {client.names.results(own)}
     wait_indexed(worker, shared, len(events))
     seen, statuses = page_all(worker, shared, limit=25)
     assert len(seen) == len(events) and set(statuses) == {200}
+
+    # a restarted worker indexes the own topic again: the same pages
+    worker.stop()
+    worker.start()
+    wait_indexed(worker, own, sum(matching.values()))
+    assert page_all(worker, own, limit=7) == own_pages

@@ -23,10 +23,10 @@ def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
     """The last stable offset of each topic-partition (with `start`, the first offset
     still in the log), in one request per broker.
 
-    Partitions whose broker answers with a retriable error (NOT_LEADER_FOR_PARTITION or
-    UNKNOWN_LEADER_EPOCH while a new topic's leader is still being installed, or after
-    a leader moved) are
-    asked again until `timeout`: the metadata a client sees runs ahead of the leader
+    Partitions whose broker answers with a retriable error (NOT_LEADER_FOR_PARTITION
+    while a new topic's leader is still being installed, or after a leader moved) are
+    asked again until `timeout` (UNKNOWN_LEADER_EPOCH too: the client already knows a
+    newer leader epoch than the broker has installed): the metadata a client sees runs ahead of the leader
     actually serving the partition, and neither a worker nor a CLI command should fail
     on that."""
     from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
@@ -61,7 +61,7 @@ def _retriable(error: KafkaError) -> bool:
 
     return error.retriable() or error.code() in (
         KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.OFFSET_NOT_AVAILABLE,
         KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT)
 

@@ -251,6 +251,7 @@ class PartitionTask:
                 query = w.compiled(qid, command["text"])
                 if command.get("own_topic"):
                     self.own_topic.add(qid)
+                    w.own_results_topic(qid)
                 results = self.engine.register(query, history=bool(command.get("history")))
             except (QueryError, RegistrationError) as exc:
                 log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
@@ -293,6 +294,7 @@ class PartitionTask:
             self.texts[qid] = text
             if own:
                 self.own_topic.add(qid)
+                self.w.own_results_topic(qid)
         self.engine.horizon = max(self.engine.horizon, state.horizon)
         self.query_seq = state.next_query_seq()
         self.seq = state.next_seq()

@@ -83,7 +83,7 @@ class JugglerWorker:
         self._compiled: dict[tuple[str, str], Any] = {}
         self._revoked: dict[int, Any] = {}
         """Tasks revoked by the rebalance under way: kept until the assignment shows
-        whether they come back (then `restore.tasks` reuses them)."""
+        whether they come back (then `restore.assigned` reuses them)."""
         self._clearances: dict[int, list[tuple[int, int]]] = {}
         self._epoch = 0
         self._paused: set[tuple[str, int]] = set()
@@ -113,6 +113,11 @@ class JugglerWorker:
         from juggler.service.topic_setup import ensure_results_topic
 
         ensure_results_topic(self.settings, self.partitions, query_id)
+
+    def own_results_topic(self, query_id: str) -> None:
+        """A query registered or restored here publishes to its own results topic: the
+        results index follows that topic too, so the API serves it as any other."""
+        self.results_store.follow(self.names.results(query_id))
 
     def stream_log_ends(self) -> dict[int, dict[str, int]]:
         """Per partition, each stream partition's log end now (a barrier)."""
@@ -242,15 +247,17 @@ class JugglerWorker:
         from juggler.service import restore
 
         fresh = [t for t in self.tasks.values() if not t.restored]
-        if fresh:
+        control = self.control if self.control is not None and not self.control.restored \
+            else None
+        if fresh or control is not None:
             t0 = time.monotonic()
-            restore.tasks(self, fresh)
-            log.info("restored partitions %s in %.1fs: %d queries, %d events held",
-                     sorted(t.partition for t in fresh), time.monotonic() - t0,
-                     max((len(t.texts) for t in self.tasks.values()), default=0),
-                     sum(sum(t.engine.held_events().values()) for t in self.tasks.values()))
-        if self.control is not None and not self.control.restored:
-            restore.control(self, self.control)
+            restore.assigned(self, fresh, control)
+            if fresh:
+                log.info("restored partitions %s in %.1fs: %d queries, %d events held",
+                         sorted(t.partition for t in fresh), time.monotonic() - t0,
+                         max((len(t.texts) for t in self.tasks.values()), default=0),
+                         sum(sum(t.engine.held_events().values())
+                             for t in self.tasks.values()))
         self.ready = self._assigned
 
     def _route(self, messages: list[Any]) -> None:
