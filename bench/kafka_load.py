@@ -156,11 +156,11 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> float:
     """The engine alone on the same events (one engine; the worker has one per partition)."""
     from juggler.codec.avro import Codec
     from juggler.engine.events import EngineConfig
-    from juggler.engine.operator import JugglerEngine
+    from juggler.engine.native_engine import NativeEngine
     from juggler.language import compile_query
 
     catalog = Codec().catalog()
-    engine = JugglerEngine(EngineConfig(allowed_lateness=LATENESS_MS))
+    engine = NativeEngine(EngineConfig(allowed_lateness=LATENESS_MS))
     for query_id, text in queries:
         engine.register(compile_query(query_id, text, catalog))
     t0 = time.perf_counter()

@@ -149,11 +149,11 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
     results/event)."""
     from juggler.codec.avro import Codec
     from juggler.engine.events import EngineConfig
-    from juggler.engine.operator import JugglerEngine
+    from juggler.engine.native_engine import NativeEngine
     from juggler.language import compile_query
 
     catalog = Codec().catalog()
-    engine = JugglerEngine(EngineConfig())
+    engine = NativeEngine(EngineConfig())
     for query_id, text in queries:
         engine.register(compile_query(query_id, text, catalog))
     results = 0
