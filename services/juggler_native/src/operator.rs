@@ -68,6 +68,9 @@ struct Node {
     widest: i64,
     children: Vec<usize>,
     checks: Vec<Check>,
+    /// Per query bit, the indices in `checks` of its lists: a partner left with a few
+    /// queries is probed against their lists only.
+    checks_of: HashMap<usize, Vec<usize>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -203,6 +206,10 @@ fn loosest(list: &RangeList, group: &[u64]) -> Option<(Vec<u64>, f64, i128)> {
     bound.map(|e| (covered, e.tf, e.ti))
 }
 
+/// Up to this many queries left on a partner, their own lists are probed rather than
+/// every list of the group.
+const FEW: u32 = 8;
+
 /// The words from the first to the last nonzero one of `mask`.
 fn words(mask: &[u64]) -> Words {
     let first = mask.iter().position(|&w| w != 0).unwrap_or(0);
@@ -298,6 +305,7 @@ impl Operator {
         for node in &mut self.nodes {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
+            node.checks_of.remove(&bit);
         }
         for (_, mask) in &mut self.windows {
             set(mask, bit, false);
@@ -446,8 +454,14 @@ impl Operator {
                             continue;
                         }
                         let check = Check { list, l: (ld, l.1), r: (rd, r.1) };
-                        if !self.nodes[node].checks.contains(&check) {
-                            self.nodes[node].checks.push(check);
+                        let n = &mut self.nodes[node];
+                        let at = n.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
+                            n.checks.push(check);
+                            n.checks.len() - 1
+                        });
+                        let mine = n.checks_of.entry(bit).or_default();
+                        if !mine.contains(&at) {
+                            mine.push(at);
                         }
                     }
                 }
@@ -501,7 +515,8 @@ impl Operator {
     }
 
     fn new_node(&self, stream: u32) -> Node {
-        Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new() }
+        Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
+               checks_of: HashMap::new() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -759,15 +774,17 @@ impl Operator {
             let r = words(&group);
             // The node's lists some query of the group uses: a node shared by many
             // queries has many lists, of which a group needs few.
+            let users_of = |check: &Check| match check.list {
+                ListRef::Range(j) => self.ranges[j].users(),
+                ListRef::Eq(j) => self.eqs[j].users(),
+            };
             let active: Vec<(&Check, &[u64])> = c
                 .checks
                 .iter()
-                .map(|check| match check.list {
-                    ListRef::Range(j) => (check, self.ranges[j].users()),
-                    ListRef::Eq(j) => (check, self.eqs[j].users()),
-                })
+                .map(|check| (check, users_of(check)))
                 .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
                 .collect();
+            let mut mine: Vec<(&Check, &[u64])> = Vec::new();
             for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
                     continue;
@@ -794,7 +811,25 @@ impl Operator {
                 stats.w_passed += 1;
                 partial.push((c.stream, i));
                 let mut alive = true;
-                for &(check, users) in &active {
+                // A few queries left: their own lists; else the group's, skipping those
+                // no survivor uses.
+                let few = survivors[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
+                if few {
+                    mine.clear();
+                    for (w, &word) in survivors.iter().enumerate().take(r.end).skip(r.start) {
+                        let mut word = word;
+                        while word != 0 {
+                            let bit = w * 64 + word.trailing_zeros() as usize;
+                            word &= word - 1;
+                            if let Some(checks) = c.checks_of.get(&bit) {
+                                mine.extend(checks.iter().map(|&k| (&c.checks[k], users_of(&c.checks[k]))));
+                            }
+                        }
+                    }
+                    mine.sort_by_key(|(check, _)| *check as *const Check);
+                    mine.dedup_by_key(|(check, _)| *check as *const Check);
+                }
+                for &(check, users) in if few { &mine } else { &active } {
                     if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
                         continue;
                     }
