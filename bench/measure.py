@@ -142,6 +142,8 @@ def run_spec(spec: dict) -> dict[str, Any]:
         out["held"] = sum(counts.values())
         out["held_by_stream"] = counts
         out["keys"] = engine.key_count() if hasattr(engine, "key_count") else len(engine.keys)
+        if hasattr(engine, "state_bytes"):
+            out["state_bytes"] = engine.state_bytes()
     out |= _counters(engine, before)
     return out
 

@@ -113,6 +113,11 @@ class NativeEngine:
     def key_count(self) -> int:
         return self._op.key_count()
 
+    def state_bytes(self) -> int:
+        """Bytes of per-key state (keys, held events, their indexes), counted by the
+        operator itself: RSS also holds what the allocator kept from freed temporaries."""
+        return self._op.state_bytes()
+
     def held_events(self) -> dict[str, int]:
         return self._op.held_events()
 

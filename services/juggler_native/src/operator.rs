@@ -1020,6 +1020,17 @@ impl Operator {
         counts
     }
 
+    /// Bytes of per-key state: each key's entry, its stores and their held events
+    /// (what memory per key and per held event are computed from).
+    pub fn state_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.keys.capacity() * (size_of::<Box<str>>() + size_of::<KeyState>())
+            + self.keys.iter().map(|(k, ks)| {
+                k.len() + ks.stores.capacity() * size_of::<Store>()
+                    + ks.stores.iter().map(|s| s.bytes() - size_of::<Store>()).sum::<usize>()
+            }).sum::<usize>()
+    }
+
     /// A key's held events (ts >= floor) in arrival order, as (stream, index).
     pub fn snapshot(&self, key: &str) -> Option<(&KeyState, Vec<(u32, usize)>)> {
         let ks = self.keys.get(key)?;

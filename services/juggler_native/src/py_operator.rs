@@ -488,6 +488,11 @@ impl PyOperator {
         self.core.keys.get(key).map(|ks| (ks.maxts, ks.floor))
     }
 
+    /// Bytes of per-key state held in Rust (keys, stores, held events, indexes).
+    fn state_bytes(&self) -> usize {
+        self.core.state_bytes()
+    }
+
     fn key_count(&self) -> usize {
         self.core.keys.len()
     }

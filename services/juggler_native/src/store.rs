@@ -157,6 +157,21 @@ impl Store {
         i
     }
 
+    /// Bytes this store holds: the struct and its vectors' capacity.
+    pub fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        size_of::<Self>()
+            + self.rows.capacity() * size_of::<Row>()
+            + self.vals.capacity() * size_of::<crate::value::V>()
+            + self.vals.iter().map(|v| match v {
+                crate::value::V::S(s) | crate::value::V::X(s) => size_of::<String>() + s.capacity(),
+                _ => 0,
+            }).sum::<usize>()
+            + self.cache.capacity() * size_of::<u64>()
+            + self.indexes.capacity() * size_of::<ValueIndex>()
+            + self.indexes.iter().map(|x| x.entries.capacity() * size_of::<(f64, usize)>()).sum::<usize>()
+    }
+
     /// The value index of `slot`, made from the held events if there is none.
     pub fn index(&mut self, slot: usize) -> usize {
         if let Some(i) = self.indexes.iter().position(|x| x.slot == slot) {
@@ -190,12 +205,14 @@ impl Store {
         entries.partition_point(|e| e.0 <= vhi).saturating_sub(entries.partition_point(|e| e.0 < vlo))
     }
 
-    /// Drop the events below `floor` (the key's floor: no result can use them), and
-    /// compact once the dropped prefix is as large as what is left.
+    /// Drop the events below `floor` (the key's floor: no result can use them). They
+    /// leave the vectors once they are a quarter of them (amortized, a few rows moved
+    /// per event), and the vectors give back what they no longer need: a key with few
+    /// events must not keep every event it ever had.
     pub fn purge(&mut self, floor: i64) {
         let dropped = self.rows[self.head..].partition_point(|r| r.ts < floor);
         self.head += dropped;
-        if self.head > 64 && self.head >= self.len() {
+        if self.head > 0 && self.head * 4 >= self.rows.len() {
             let h = self.head;
             self.rows.drain(..h);
             self.vals.drain(..h * self.width);
@@ -204,8 +221,19 @@ impl Store {
             for x in &mut self.indexes {
                 x.entries.retain(|e| e.1 >= h);
                 x.entries.iter_mut().for_each(|e| e.1 -= h);
+                shrink(&mut x.entries);
             }
+            shrink(&mut self.rows);
+            shrink(&mut self.vals);
+            shrink(&mut self.cache);
         }
+    }
+}
+
+/// Give back capacity beyond twice the length.
+fn shrink<T>(v: &mut Vec<T>) {
+    if v.capacity() > 2 * v.len() + 4 {
+        v.shrink_to(v.len() + v.len() / 2 + 4);
     }
 }
 
@@ -229,7 +257,9 @@ mod tests {
         assert_eq!(s.value(2, 1), &V::Missing);
         s.purge(20);
         assert_eq!(s.len(), 3);
-        assert_eq!(s.between(0, 100), 2..5);
+        let left: Vec<i64> = s.between(0, 100).map(|i| s.ts(i)).collect();
+        assert_eq!(left, [20, 30, 30]);
+        assert!(s.rows.capacity() <= 2 * s.rows.len() + 4, "purged rows are given back");
     }
 
     #[test]
