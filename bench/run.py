@@ -312,8 +312,11 @@ class Report:
             return None
 
         def state(key):
-            return _median([r["rss_after_kb"] - r["rss_empty_kb"] for r in _ok(d.get(key, []))
-                            if "rss_empty_kb" in r])
+            """KB of per-key state: the operator's own count where it gives one (RSS
+            also holds what the allocator kept from freed temporaries)."""
+            return _median([r["state_bytes"] / 1024 if "state_bytes" in r
+                            else r["rss_after_kb"] - r["rss_empty_kb"]
+                            for r in _ok(d.get(key, [])) if "rss_empty_kb" in r])
 
         rows = []
         for label, key in (("20", base), ("10,000", k)):
