@@ -49,11 +49,12 @@ def run_spec(spec: dict) -> dict[str, Any]:
             "results_file": spec["out"]}
 
 
-def measure(spec: dict, timeout: float) -> dict[str, Any]:
-    """Run `spec` in a fresh interpreter with the same path as this one."""
+def measure(spec: dict, timeout: float, services: Path | None = None) -> dict[str, Any]:
+    """Run `spec` in a fresh interpreter, with Juggler's package from `services`
+    (default: the working tree's)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / "services"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        [str(services or ROOT / "services"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("PYTHONHASHSEED", "0")  # as bench.measure runs the engine
     proc = subprocess.run([sys.executable, "-m", "bench.peers.reference", json.dumps(spec)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
