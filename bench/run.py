@@ -675,14 +675,15 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
 
 # --------------------------------------------------------------------------- main
 
-def _peers(peers: list[str], only: set[str], quick: bool, log: Callable[[str], None],
-           services: Path) -> list[dict]:
+def _peers(peers: list[str], only: set[str], quick: bool, repeats: int,
+           log: Callable[[str], None], services: Path) -> list[dict]:
     """The peer comparison after the grid: its own sizes (the peers are slow at the
-    grid's largest), smaller with --quick."""
+    grid's largest), smaller with --quick, the grid's number of repeats."""
     from bench.peers import compare
 
     plan = compare.PeerPlan(s_sizes=(1, 10, 100), j_sizes=(1, 10), s_events=50_000,
-                            j_events=10_000) if quick else compare.PeerPlan()
+                            j_events=10_000, repeats=repeats) if quick else \
+        compare.PeerPlan(repeats=repeats)
     log("peers: " + ", ".join(peers))
     return compare.run(peers, only & {"S", "J"}, plan, log, services)
 
@@ -738,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runner = Runner(plan, only, log, services)
         runner.run()
-        peer_rows = _peers(peers, only, args.quick, log, services) if peers else []
+        peer_rows = _peers(peers, only, args.quick, plan.repeats, log, services) if peers else []
     finally:
         tmp.cleanup()
     wall = time.monotonic() - t0

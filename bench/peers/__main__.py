@@ -45,14 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--j-sizes", type=_sizes, default=default.j_sizes)
     parser.add_argument("--s-events", type=int, default=default.s_events)
     parser.add_argument("--j-events", type=int, default=default.j_events)
+    parser.add_argument("--repeats", type=int, default=default.repeats)
     parser.add_argument("--out", default="docs/benchmarks.md",
                         help=f"report whose `{SECTION}` section is replaced ('-' for none)")
     args = parser.parse_args(argv)
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     if only - {"S", "J"}:
         parser.error("--only takes S and/or J")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     plan = compare.PeerPlan(s_sizes=args.s_sizes, j_sizes=args.j_sizes,
-                            s_events=args.s_events, j_events=args.j_events)
+                            s_events=args.s_events, j_events=args.j_events,
+                            repeats=args.repeats)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -33,6 +33,7 @@ class PeerPlan:
     s_events: int = 200_000
     j_events: int = 20_000
     j_overlap: float = 0.5
+    repeats: int = 3
     timeout: float = 1800.0
     """Per engine run, in seconds."""
 
@@ -54,22 +55,27 @@ def check(expected_file: str, got_file: str) -> dict:
 
 def run(peers: list[str], workloads: set[str], plan: PeerPlan, log: Callable[[str], None],
         services: Path | None = None) -> list[dict]:
-    """One row per (workload, queries, engine); Juggler's row first in each group.
-    `services` is where Juggler's package is taken from (`bench.run` passes its snapshot)."""
+    """One row per (repeat, workload, queries, engine); Juggler's row first in each group.
+    Repeats are the outer loop, as in `bench.run`, so a shared machine's slow drift hits
+    every engine alike. `services` is where Juggler's package is taken from (`bench.run`
+    passes its snapshot)."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="juggler-peers-") as tmp:
+        jobs = []
         for name, sizes, count in (("S", plan.s_sizes, plan.s_events),
                                    ("J", plan.j_sizes, plan.j_events)):
             takers = [p for p in peers if name in PEERS[p][1]]
             if name not in workloads or not takers:
                 continue
-            base = Path(tmp) / name
             params: dict = {"n": 1} if name == "S" else {"n": 1, "overlap": plan.j_overlap}
-            exported = files.export(build(name, **params), count, base / "events")
-            for n in sizes:
-                params["n"] = n
-                rows += _compare(name, dict(params), takers, exported, base / str(n), plan, log,
-                                 services)
+            exported = files.export(build(name, **params), count, Path(tmp) / name / "events")
+            jobs += [(name, params | {"n": n}, takers, exported) for n in sizes]
+        for repeat in range(plan.repeats):
+            log(f"peers: repeat {repeat + 1}/{plan.repeats}")
+            for name, params, takers, exported in jobs:
+                work = Path(tmp) / name / f"{params['n']}-{repeat}"
+                rows += [row | {"repeat": repeat} for row in
+                         _compare(name, params, takers, exported, work, plan, log, services)]
     return rows
 
 
