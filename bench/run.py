@@ -669,7 +669,8 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
               "hypothesis pytest", info["command"], "```", "",
               "`--quick` runs a reduced grid (S up to 100 queries, J up to 10, one repeat, "
               "shorter budgets) in under two minutes; `--only S,J,D` picks workloads; "
-              "`--json FILE` also saves every raw measurement.", ""]
+              "`--json FILE` also saves every raw measurement; `--peers esper,flink` adds "
+              "the peer engines on S and J (section below).", ""]
     return "\n".join(lines)
 
 

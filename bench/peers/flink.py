@@ -13,7 +13,9 @@ from __future__ import annotations
 import csv
 import fcntl
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -57,6 +59,20 @@ def interpreter() -> Path:
     return python
 
 
+def _run_group(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run `cmd` in a process group of its own and, past `timeout`, end the whole group:
+    PyFlink's JVM is a child of its Python, which `subprocess.run` alone would orphan."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise RuntimeError(f"Flink peer did not finish within {timeout:.0f} s") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def run(files: EventFiles, queries: list[Query], work: Path, timeout: float) -> dict:
     """Run every query as one INSERT of one statement set over `files`; the
     measurements, with "results_file" naming the results in the peers' form."""
@@ -70,8 +86,7 @@ def run(files: EventFiles, queries: list[Query], work: Path, timeout: float) -> 
             "inserts": [flink_sql.insert(q) for q in queries]}
     path = work / "flink-spec.json"
     path.write_text(json.dumps(spec))
-    proc = subprocess.run([str(interpreter()), str(HERE / "flink_job.py"), str(path)],
-                          capture_output=True, text=True, timeout=timeout)
+    proc = _run_group([str(interpreter()), str(HERE / "flink_job.py"), str(path)], timeout)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"Flink peer failed ({proc.returncode}): {proc.stderr[-2000:]}")
