@@ -22,13 +22,18 @@ def sections(text: str) -> dict[str, str]:
     return {m.group(1): m.group(0) for m in pattern.finditer(text)}
 
 
+def block(name: str, body: str) -> str:
+    """`body` between the markers of section `name`."""
+    begin, end = _markers(name)
+    return f"{begin}\n{body.rstrip()}\n{end}\n"
+
+
 def replace_section(path: Path, name: str, body: str) -> None:
     """Put `body` in section `name` of the report at `path` (appended if new)."""
-    begin, end = _markers(name)
-    block = f"{begin}\n{body.rstrip()}\n{end}\n"
+    new = block(name, body)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     old = sections(text).get(name)
-    text = text.replace(old, block) if old else text.rstrip("\n") + "\n\n" + block
+    text = text.replace(old, new) if old else text.rstrip("\n") + "\n\n" + new
     path.write_text(text, encoding="utf-8")
 
 

@@ -1,6 +1,7 @@
 """The one benchmark command.
 
     python -m bench.run [--quick] [--only S,J,D] [--repeats 3] [--out docs/benchmarks.md]
+                        [--peers esper,flink]
 
 Runs the standard workloads (/work/shared/BENCHMARKS.md) -- each measurement in a fresh
 subprocess (`bench.measure`) -- with the Juggler engine and the naive per-query
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import Callable
 
 from bench.measure import ROOT, measure
-from bench.report_sections import carry_over
+from bench.peers import report as peer_report
+from bench.report_sections import block, carry_over
 
 ORDERS = ("adaptive", "AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
 J_EVENT_RATE = 3000  # events per second of event time in J and J-keys (3 streams x 20 keys x 50)
@@ -672,11 +674,25 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
               "hypothesis pytest", info["command"], "```", "",
               "`--quick` runs a reduced grid (S up to 100 queries, J up to 10, one repeat, "
               "shorter budgets) in under two minutes; `--only S,J,D` picks workloads; "
-              "`--json FILE` also saves every raw measurement.", ""]
+              "`--json FILE` also saves every raw measurement; `--peers esper,flink` adds "
+              "the peer engines on S and J (section below).", ""]
     return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- main
+
+def _peers(peers: list[str], only: set[str], quick: bool, repeats: int,
+           log: Callable[[str], None], services: Path) -> list[dict]:
+    """The peer comparison after the grid: its own sizes (the peers are slow at the
+    grid's largest), smaller with --quick, the grid's number of repeats."""
+    from bench.peers import compare
+
+    plan = compare.PeerPlan(s_sizes=(1, 10, 100), j_sizes=(1, 10), s_events=50_000,
+                            j_events=10_000, repeats=repeats) if quick else \
+        compare.PeerPlan(repeats=repeats)
+    log("peers: " + ", ".join(peers))
+    return compare.run(peers, only & {"S", "J"}, plan, log, services)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
@@ -687,11 +703,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/benchmarks.md",
                         help="report path; figures go next to it ('-' for none)")
     parser.add_argument("--json", default=None, help="also dump the raw measurements here")
+    parser.add_argument("--peers", default=None,
+                        help="also run these peer engines on S and J: esper, flink (a JDK; "
+                             "Flink installs PyFlink into ~/.cache/juggler on first use)")
     args = parser.parse_args(argv)
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     unknown = only - {"S", "J", "D"}
     if unknown:
         parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; choose from S, J, D")
+    peers = None
+    if args.peers is not None:
+        from bench.peers.__main__ import parse_peers
+        try:
+            peers = parse_peers(args.peers)
+        except argparse.ArgumentTypeError as e:
+            parser.error(str(e))
     plan = QUICK if args.quick else FULL
     if args.repeats is not None:
         if args.repeats < 1:
@@ -712,12 +738,14 @@ def main(argv: list[str] | None = None) -> int:
     info["date"] = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     info["command"] = "python -m bench.run" + (" --quick" if args.quick else "") + (
         f" --only {','.join(sorted(only))}" if only != {"S", "J", "D"} else "") + (
-        f" --repeats {args.repeats}" if args.repeats is not None else "")
+        f" --repeats {args.repeats}" if args.repeats is not None else "") + (
+        f" --peers {','.join(peers)}" if peers else "")
     log(f"bench: {info['command']} on {info['nproc']} x {info['cpu']}, commit {info['commit']}")
     t0 = time.monotonic()
     try:
         runner = Runner(plan, only, log, services)
         runner.run()
+        peer_rows = _peers(peers, only, args.quick, plan.repeats, log, services) if peers else []
     finally:
         tmp.cleanup()
     wall = time.monotonic() - t0
@@ -749,11 +777,17 @@ def main(argv: list[str] | None = None) -> int:
     if report.targets:
         sections += ["Targets", _table(["target", "measured", "verdict"],
                                        [list(t) for t in report.targets])]
+    if peer_rows:
+        sections += ["Peers (same event files)", peer_report.table(peer_rows)]
     for i in range(0, len(sections), 2):
         print(f"\n## {sections[i]}\n\n{sections[i + 1]}")
     errors = [(k, r["error"]) for k, rs in runner.data.items() for r in rs if "error" in r]
     for key, err in errors:
         print(f"ERROR {key}: {err}", file=sys.stderr)
+    if peer_rows:
+        for line in peer_report.mismatches(peer_rows):
+            errors.append(("peers", line))
+            print(f"MISMATCH {line}", file=sys.stderr)
 
     if args.out != "-":
         out = Path(args.out)
@@ -763,8 +797,10 @@ def main(argv: list[str] | None = None) -> int:
         figures = draw(report, out.parent)
         load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
         previous = out.read_text(encoding="utf-8") if out.exists() else ""
-        out.write_text(carry_over(previous, document(report, figures, info, args, wall,
-                                                     load_end)))
+        text = document(report, figures, info, args, wall, load_end)
+        if peer_rows:
+            text += "\n" + block("peers", peer_report.section(peer_rows, info, info["command"]))
+        out.write_text(carry_over(previous, text))
         log(f"wrote {out} and {', '.join(figures) or 'no figures'} ({wall / 60:.1f} min)")
     return 1 if errors else 0
 
