@@ -116,7 +116,7 @@ def section(rows: list[dict], info: dict, command: str) -> str:
         "numbers are medians over the repeats, ratios are taken per repeat between runs "
         "made next to each other, then the median. Every engine reads the same exported "
         "files (`bench/peers/files.py`) and starts empty with every query registered.", "",
-        "- *Juggler*: `JugglerEngine` in a fresh Python process; the timed loop is "
+        "- *Juggler*: the native operator (`NativeEngine`) in a fresh Python process; the timed loop is "
         "`process()` over the events, already read into memory.",
         "- *Esper* 9.0.0 (Maven Central) in its own JVM (`bench/peers/EsperPeer.java`, "
         "default JVM settings): one EPL statement per query, attribute predicates as stream "
