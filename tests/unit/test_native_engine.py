@@ -52,3 +52,10 @@ def test_counters_are_readable_from_another_thread() -> None:
     comparisons, held = seen[0]
     assert comparisons["A"] >= 2 and comparisons["J"] >= 1
     assert held == {"B": 1, "H": 1}
+
+
+def test_a_data_column_named_ts_is_refused_rather_than_taken_for_the_event_time() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="reserved for the event time"):
+        _engine().process(Event("B", "k", 5, {"x": 1, "ts": 99}, 0))

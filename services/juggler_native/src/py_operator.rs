@@ -277,6 +277,7 @@ impl PyOperator {
         for (k, v) in data.iter() {
             let column = k.cast::<PyString>()?;
             let slot = match self.streams[stream as usize].slots.get(column.to_str()?) {
+                Some(0) => return Err(PyValueError::new_err("column 'ts' is reserved for the event time")),
                 Some(&slot) => slot,
                 None => self.slot_of(py, stream, column.to_str()?),
             };
