@@ -638,8 +638,8 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
                 "### J-keys: 10,000 keys", "",
                 "n = 100 at 50% overlap (the same queries), the same total event rate (3,000 "
                 "events/s) spread over 10,000 keys, so each (stream, key) emits every 10 s; "
-                "measured like J. 'state MB' is the resident memory after the run minus "
-                "before the engine was created.", "",
+                "measured like J. 'state MB' is the operator's own count of its per-key "
+                "state (`NativeEngine.state_bytes()`: keys, held events, value indexes).", "",
                 jk, "",
             ]
             if m:
@@ -655,6 +655,8 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         events = rows[0]["events"] if rows else 0
         lines += [
             "## D: drift", "",
+            "D runs the pure-Python operator (`JugglerEngine`, `"engine": "python"` in the measurement specs): "
+            "adaptive ordering is not native yet. "
             "The thesis Figure 5.8 query (as printed) plus 20 variants with other constants "
             "(same predicate lists), over B, H, T; 2 keys. Per key, every 45 s each stream emits "
             f"{60} events within 20 s, then the key is quiet (cycles never meet within "
