@@ -103,10 +103,11 @@ fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
     if let Ok(f) = ob.cast_exact::<PyFloat>() {
         return Ok(V::F(f.value()));
     }
-    if ob.is_exact_instance_of::<PyInt>() {
-        let mut overflow = 0;
-        let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
-        return Ok(if overflow == 0 { V::I(value) } else { V::X(Box::new(ob.str()?.to_str()?.to_owned())) });
+    if let Some(int) = exact_int(ob) {
+        return Ok(match int {
+            Some(value) => V::I(value),
+            None => V::X(Box::new(ob.str()?.to_str()?.to_owned())),
+        });
     }
     if let Ok(s) = ob.cast_exact::<PyString>() {
         return Ok(V::S(Box::new(s.to_str()?.to_owned())));
@@ -115,6 +116,18 @@ fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
         return Ok(V::B(b.is_true()));
     }
     Err(PyTypeError::new_err(format!("unsupported event value {ob}")))
+}
+
+/// For an `int` (exactly, not `bool`): its value if it fits 64 bits, else None; None
+/// for anything else.
+pub(crate) fn exact_int(ob: &Bound<'_, PyAny>) -> Option<Option<i64>> {
+    if !ob.is_exact_instance_of::<PyInt>() {
+        return None;
+    }
+    let mut overflow = 0;
+    // -1 without overflow may also mean an error, which an exact int cannot raise
+    let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
+    Some((overflow == 0).then_some(value))
 }
 
 /// A Python int as i128, clamped at the ends (no difference of 64-bit values reaches them).

@@ -97,13 +97,7 @@ fn classify(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if let Ok(float) = ob.cast_exact::<PyFloat>() {
         return Some(Value::Float(float.value()));
     }
-    if ob.is_exact_instance_of::<PyInt>() {
-        let mut overflow = 0;
-        let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
-        // -1 without overflow may also mean an error, which an exact int cannot raise
-        return (overflow == 0).then_some(Value::Int(value));
-    }
-    None
+    crate::py_operator::exact_int(ob)?.map(Value::Int)
 }
 
 /// An int within 64 bits or a TypeError/OverflowError, for event times and counters.
