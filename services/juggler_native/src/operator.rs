@@ -760,7 +760,8 @@ impl Operator {
             }
             let depth = partial.len();
             // (index, the queries it is a candidate for: None for the whole group)
-            let (candidates, only) = match self.probe(ks, c, depth, partial, &group, lo, hi, stats) {
+            let span = (mints, maxts);
+            let (candidates, only) = match self.probe(ks, c, depth, partial, &group, lo, hi, span, stats) {
                 Some(found) => {
                     stats.probed += 1;
                     found
@@ -907,7 +908,7 @@ impl Operator {
     /// visits fewer events. Each partner found is examined once, for the whole group.
     #[allow(clippy::too_many_arguments)]
     fn probe(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], lo: i128,
-             hi: i128, stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
+             hi: i128, (mints, maxts): (i64, i64), stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
         let s = c.stream as usize;
         let in_window = ks.stores[s].between(lo, hi).len();
         if in_window < 16 || c.checks.is_empty() {
@@ -982,9 +983,13 @@ impl Operator {
                 let store = &ks.stores[s];
                 let mut found: Vec<(usize, usize)> = Vec::new();
                 let mut hits = Vec::new();
-                for (p, (x, vlo, vhi, _)) in chosen.iter().enumerate() {
+                for (p, (x, vlo, vhi, covered)) in chosen.iter().enumerate() {
                     hits.clear();
-                    stats.visited += store.probe(*x, *vlo, *vhi, lo, hi, &mut hits) as u64;
+                    // The time range of this probe's own queries (State-Slice): a partner
+                    // only a wider query of the group could use is not one of theirs.
+                    let w = self.widest(covered) as i128;
+                    let (plo, phi) = (lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+                    stats.visited += store.probe(*x, *vlo, *vhi, plo, phi, &mut hits) as u64;
                     found.extend(hits.iter().map(|&i| (i, p)));
                 }
                 found.sort_unstable();
