@@ -31,7 +31,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bench.report_sections import replace_section
+from bench.report_sections import publish
 from bench.workloads import workload_j
 from juggler.kafka.client_config import client_config
 
@@ -70,11 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.bootstrap
         rows = measure_all(bootstrap, Path(tmp), workload.queries, throughput_events,
                            later, args)
-    table = render(rows, args)
-    print(table)
-    if args.out != "-":
-        replace_section(Path(args.out), "K", table)
-        log(f"wrote the K section of {args.out}")
+    publish(render(rows, args), args.out, "K")
     return 0
 
 

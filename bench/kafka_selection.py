@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.kafka_load import _free_port, _machine, _metric, _produce, _wait_committed, log
-from bench.report_sections import replace_section
+from bench.report_sections import publish
 from bench.workloads import _S_TIERS, S_OPS, _fmt, _s_constants
 
 APP_ID = "juggler-bench-sel"
@@ -91,11 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         with broker_or_env(data_dir=Path(tmp) / "kafka") as bootstrap:
             for n in sizes:
                 rows.append(measure(bootstrap, Path(tmp), n, events))
-    table = render(rows, args)
-    print(table)
-    if args.out != "-":
-        replace_section(Path(args.out), "selection", table)
-        log(f"wrote the selection section of {args.out}")
+    publish(render(rows, args), args.out, "selection")
     return 0
 
 

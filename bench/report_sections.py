@@ -9,6 +9,7 @@ ran last.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 
@@ -42,3 +43,12 @@ def carry_over(old_text: str, new_text: str) -> str:
     have = sections(new_text)
     kept = [block for name, block in sections(old_text).items() if name not in have]
     return new_text.rstrip("\n") + "\n\n" + "\n".join(kept) if kept else new_text
+
+
+def publish(table: str, out: str, name: str) -> None:
+    """Print a benchmark's table and, unless `out` is '-', make it section `name` of the
+    report at `out` (what every benchmark run apart from `bench.run` ends with)."""
+    print(table)
+    if out != "-":
+        replace_section(Path(out), name, table)
+        print(f"wrote the {name} section of {out}", file=sys.stderr)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
-from bench.report_sections import replace_section
+from bench.report_sections import publish
 from juggler.codec.avro import Codec
 from juggler.kafka.broker import broker_or_env
 from juggler.kafka.producer import EventProducer
@@ -112,10 +112,7 @@ def main(argv: list[str] | None = None) -> None:
              f"median of {args.repeats}; see [spark.md](spark.md).", "",
              "| writer | rows/s | vs producer |", "|---|---:|---:|"]
     lines += [f"| {name} | {rate:,.0f} | {rate / raw:.2f} |" for name, rate in rates.items()]
-    table = "\n".join(lines) + "\n"
-    print("\n" + table)
-    if args.out != "-":
-        replace_section(Path(args.out), "Spark", table)
+    publish("\n".join(lines) + "\n", args.out, "Spark")
 
 
 if __name__ == "__main__":
