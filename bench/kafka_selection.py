@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.kafka_load import _free_port, _machine, _metric, _produce, _wait_committed, log
 from bench.report_sections import publish
-from bench.workloads import _S_TIERS, S_OPS, _fmt, _s_constants
+from bench.workloads import s_queries
 
 APP_ID = "juggler-bench-sel"
 PARTITIONS = 4
@@ -47,20 +47,8 @@ ENGINE_EVENTS = 10_000
 
 
 def selection_queries(n: int, seed: int = 1) -> list[tuple[str, str]]:
-    """`workload_s(n)`'s generator on B's two columns: k in {1, 2} predicates, S's
-    constants for k, so each query holds for ~0.1% of uniform events."""
-    rng = random.Random(f"S-queries-{seed}")
-    constants = _s_constants()
-    queries = []
-    for i in range(n):
-        k = rng.randint(1, 2)
-        preds = []
-        for column, s_column in zip(rng.sample(COLUMNS, k), ("a", "b")):
-            op = rng.choice(S_OPS)
-            value = constants[s_column, op][rng.choice(_S_TIERS[k])]
-            preds.append(f"B.{column} {op} {_fmt(value, 3)}")
-        queries.append((f"s{i}", "SELECT * FROM B WHERE " + " AND ".join(preds)))
-    return queries
+    """`workload_s(n)`'s generator on B's two columns (S's constants of `a` and `b`)."""
+    return s_queries(n, seed, "B", COLUMNS, ("a", "b"))
 
 
 def selection_events(count: int, keys: int, seed: int = 1) -> list[Any]:

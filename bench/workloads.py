@@ -95,19 +95,30 @@ def _s_constants() -> dict[tuple[str, str], list[float]]:
     return table
 
 
-def workload_s(n: int, seed: int = 1) -> Workload:
-    """Workload S with `n` queries."""
+def s_queries(n: int, seed: int = 1, stream: str = "S", columns: tuple[str, ...] = S_COLUMNS,
+              constants_of: tuple[str, ...] | None = None) -> list[tuple[str, str]]:
+    """S's queries over `columns` of `stream`: 1 to min(3, len(columns)) range
+    predicates on distinct columns, with S's constants for that many predicates, so each
+    query holds for ~0.1% of uniform events. A column takes the constants of the S
+    column of the same name, or (`constants_of`) of the S column at its place."""
     rng = random.Random(f"S-queries-{seed}")
     constants = _s_constants()
     queries = []
     for i in range(n):
-        k = rng.randint(1, 3)
+        k = rng.randint(1, min(3, len(columns)))
+        chosen = rng.sample(columns, k)
         preds = []
-        for column in rng.sample(S_COLUMNS, k):
+        for column, s_column in zip(chosen, constants_of or chosen):
             op = rng.choice(S_OPS)
-            value = constants[column, op][rng.choice(_S_TIERS[k])]
-            preds.append(f"S.{column} {op} {_fmt(value, 3)}")
-        queries.append((f"s{i}", "SELECT * FROM S WHERE " + " AND ".join(preds)))
+            value = constants[s_column, op][rng.choice(_S_TIERS[k])]
+            preds.append(f"{stream}.{column} {op} {_fmt(value, 3)}")
+        queries.append((f"s{i}", f"SELECT * FROM {stream} WHERE " + " AND ".join(preds)))
+    return queries
+
+
+def workload_s(n: int, seed: int = 1) -> Workload:
+    """Workload S with `n` queries."""
+    queries = s_queries(n, seed)
 
     def events() -> Iterator[Event]:
         r = random.Random(f"S-events-{seed}").random
