@@ -226,10 +226,6 @@ impl Operator {
         Operator { retention, lateness, horizon: retention, nw: 1, ..Default::default() }
     }
 
-    pub fn seq(&self) -> u64 {
-        self.seq
-    }
-
     fn stream_mut(&mut self, s: u32) -> &mut StreamInfo {
         let s = s as usize;
         if self.streams.len() <= s {
@@ -316,11 +312,6 @@ impl Operator {
             self.stream_mut(s).version += 1;
         }
         self.free_bits.push(bit);
-    }
-
-    /// Whether bit `bit` is registered, and its registration order.
-    pub fn order_of(&self, bit: usize) -> Option<u64> {
-        self.queries.get(&bit).map(|q| q.order)
     }
 
     fn grow(&mut self, nw: usize) {
@@ -639,20 +630,20 @@ impl Operator {
         store.insert(ev.ts, seq, ev.pos, ev.shape, row)
     }
 
-    /// Reinstate a held event without evaluating it (its results were emitted before).
-    pub fn restore(&mut self, ev: Incoming, maxts: Option<i64>, floor: Option<i64>) {
-        let mut ks = self.keys.remove(ev.key).unwrap_or_default();
-        ks.maxts = maxts;
-        ks.floor = floor;
-        let key: Box<str> = ev.key.into();
-        self.insert(&mut ks, ev);
-        self.keys.insert(key, ks);
-    }
-
-    pub fn set_key(&mut self, key: &str, maxts: Option<i64>, floor: Option<i64>) {
+    /// Reinstate a key's bounds from a snapshot; its held events follow (`restore`).
+    pub fn restore_key(&mut self, key: &str, maxts: Option<i64>, floor: Option<i64>) {
         let ks = self.keys.entry(key.into()).or_default();
         ks.maxts = maxts;
         ks.floor = floor;
+    }
+
+    /// Reinstate a held event of a key `restore_key` made, without evaluating it: its
+    /// results were emitted before the snapshot.
+    pub fn restore(&mut self, ev: Incoming) {
+        let key = ev.key;
+        let mut ks = std::mem::take(self.keys.get_mut(key).expect("restore_key comes first"));
+        self.insert(&mut ks, ev);
+        *self.keys.get_mut(key).unwrap() = ks;
     }
 
     /// Results of the query with `bit` over the events already held, each from the

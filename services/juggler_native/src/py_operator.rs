@@ -489,10 +489,10 @@ impl PyOperator {
     /// Reinstate a key from `snapshot`'s parts without evaluating anything.
     fn restore(&mut self, py: Python<'_>, key: &str, maxts: Option<i64>, floor: Option<i64>,
                events: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
-        self.core.set_key(key, maxts, floor);
+        self.core.restore_key(key, maxts, floor);
         for event in &events {
             let incoming = self.incoming(py, event, key)?;
-            self.core.restore(incoming, maxts, floor);
+            self.core.restore(incoming);
         }
         Ok(())
     }
