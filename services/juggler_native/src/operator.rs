@@ -569,13 +569,12 @@ impl Operator {
         if store.cache_words != nw {
             store.set_cache_words(nw);
         }
-        if store.rows[i].cache_version != version {
+        if store.cached(i, version).is_none() {
             let mut out = vec![0; nw];
             self.attr_fail(stream, store.row(i), &mut out, exact);
-            store.cache[i * nw..(i + 1) * nw].copy_from_slice(&out);
-            store.rows[i].cache_version = version;
+            return store.set_cached(i, version, &out);
         }
-        &store.cache[i * nw..(i + 1) * nw]
+        store.cached(i, version).unwrap()
     }
 
     /// Accept an event and return the results whose last event it is (DESIGN 3).
@@ -627,7 +626,7 @@ impl Operator {
         row.resize(width, V::Missing);
         let seq = self.seq;
         self.seq += 1;
-        store.insert(ev.ts, seq, ev.pos, ev.shape, row)
+        store.insert(seq, ev.pos, ev.shape, row)
     }
 
     /// Reinstate a key's bounds from a snapshot; its held events follow (`restore`).

@@ -8,21 +8,24 @@
 //! attribute predicates fail) is cached with the version of the stream's lists it was
 //! computed under.
 
+use crate::value::V;
+
 /// Where an event came from, opaque here: the bindings encode Python positions.
 pub type Pos = (u32, i64);
 
-/// What is kept per held event besides its values.
+/// What is kept per held event besides its values (24 bytes: `ts` is read from slot
+/// 0 of the values, not kept twice).
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
-    pub ts: i64,
     /// Arrival number: results sort by it, and history sees only earlier partners.
     pub seq: u64,
     pub pos_offset: i64,
     pub pos_tag: u32,
-    pub shape: u32,
-    /// The stream's list version the cached attribute mask was computed under.
-    pub cache_version: u32,
+    /// The shape id, and in the top bit whether the cached attribute mask is valid.
+    shape: u32,
 }
+
+const CACHED: u32 = 1 << 31;
 
 /// Four vectors per key and stream (rows, values, cached masks, value indexes), so a
 /// key with few events costs little.
@@ -30,13 +33,14 @@ pub struct Row {
 pub struct Store {
     head: usize,
     pub rows: Vec<Row>,
-    /// Row-major values, `width` per event.
-    pub vals: Vec<crate::value::V>,
+    /// Row-major values, `width` per event; slot 0 is the event's `ts`.
+    pub vals: Vec<V>,
     pub width: usize,
-    /// Cached attribute masks, `cache_words` per event, valid where the row's
-    /// `cache_version` equals the stream's version.
-    pub cache: Vec<u64>,
+    /// Cached attribute masks, `cache_words` per event, valid where the row says so
+    /// and only under the stream's list version `cache_version`.
+    cache: Vec<u64>,
     pub cache_words: usize,
+    cache_version: u32,
     /// JES: value indexes over joined columns, made on first probe.
     pub indexes: Vec<ValueIndex>,
     /// Whether an event of this stream ever arrived for the key.
@@ -44,21 +48,31 @@ pub struct Store {
 }
 
 /// A joined column's held values in order (DESIGN 6's JES), each with the event's
-/// index in the store (kept right as inserts and compaction move events). Entries of
-/// purged events stay until the store compacts; probes skip them by time.
+/// index in the store (kept right as inserts and compaction move events), in two
+/// vectors so an entry costs 12 bytes. Entries of purged events stay until the store
+/// compacts; probes skip them by time.
 #[derive(Clone, Debug, Default)]
 pub struct ValueIndex {
     pub slot: usize,
-    pub entries: Vec<(f64, usize)>,
+    keys: Vec<f64>,
+    at: Vec<u32>,
 }
 
 /// A value's place in a value index: doubles as they are, ints beyond 64 bits nearly
 /// (probes widen their ranges far beyond that rounding); other types satisfy no
 /// range predicate and are left out.
-fn index_key(v: &crate::value::V) -> Option<f64> {
+fn index_key(v: &V) -> Option<f64> {
     match v {
-        crate::value::V::X(text) => text.parse::<f64>().ok(),
+        V::X(text) => text.parse::<f64>().ok(),
         other => other.as_f64(),
+    }
+}
+
+/// Room for `extra` more elements, growing by an eighth rather than doubling: held
+/// events are most of the state, and a doubled vector is half empty after growing.
+fn room<T>(v: &mut Vec<T>, extra: usize) {
+    if v.len() + extra > v.capacity() {
+        v.reserve_exact(extra.max(v.len() / 8 + 4));
     }
 }
 
@@ -68,7 +82,10 @@ impl Store {
     }
 
     pub fn ts(&self, i: usize) -> i64 {
-        self.rows[i].ts
+        match self.vals[i * self.width] {
+            V::I(ts) => ts,
+            _ => unreachable!("slot 0 holds the event's ts"),
+        }
     }
 
     pub fn seq(&self, i: usize) -> u64 {
@@ -80,19 +97,33 @@ impl Store {
     }
 
     pub fn shape(&self, i: usize) -> u32 {
-        self.rows[i].shape
+        self.rows[i].shape & !CACHED
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The first held index whose ts is not below `lo` (nor equal to it, with
+    /// `past`): a binary search over slot 0 of the values.
+    fn first(&self, lo: i128, past: bool) -> usize {
+        let (mut a, mut b) = (self.head, self.rows.len());
+        while a < b {
+            let mid = (a + b) / 2;
+            let ts = self.ts(mid) as i128;
+            if ts < lo || (past && ts == lo) {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        a
+    }
+
     /// Indices (absolute) of the events with lo <= ts <= hi.
     pub fn between(&self, lo: i128, hi: i128) -> std::ops::Range<usize> {
-        let rows = &self.rows[self.head..];
-        let a = rows.partition_point(|r| (r.ts as i128) < lo);
-        let b = rows.partition_point(|r| (r.ts as i128) <= hi);
-        self.head + a..self.head + b.max(a)
+        let a = self.first(lo, false);
+        a..self.first(hi, true).max(a)
     }
 
     /// Every held index, in time order.
@@ -100,11 +131,11 @@ impl Store {
         self.head..self.rows.len()
     }
 
-    pub fn value(&self, i: usize, slot: usize) -> &crate::value::V {
-        if slot < self.width { &self.vals[i * self.width + slot] } else { &crate::value::V::Missing }
+    pub fn value(&self, i: usize, slot: usize) -> &V {
+        if slot < self.width { &self.vals[i * self.width + slot] } else { &V::Missing }
     }
 
-    pub fn row(&self, i: usize) -> &[crate::value::V] {
+    pub fn row(&self, i: usize) -> &[V] {
         &self.vals[i * self.width..(i + 1) * self.width]
     }
 
@@ -118,7 +149,7 @@ impl Store {
         self.vals = Vec::with_capacity(n * width);
         for i in 0..n {
             self.vals.extend_from_slice(&old[i * self.width..(i + 1) * self.width]);
-            self.vals.extend(std::iter::repeat_n(crate::value::V::Missing, width - self.width));
+            self.vals.extend(std::iter::repeat_n(V::Missing, width - self.width));
         }
         self.width = width;
     }
@@ -128,30 +159,56 @@ impl Store {
         if words != self.cache_words {
             self.cache_words = words;
             self.cache = vec![0; self.rows.len() * words];
-            self.rows.iter_mut().for_each(|r| r.cache_version = u32::MAX);
+            self.rows.iter_mut().for_each(|r| r.shape &= !CACHED);
         }
     }
 
+    /// The cached attribute mask of event `i`, if computed under list `version`.
+    pub fn cached(&self, i: usize, version: u32) -> Option<&[u64]> {
+        let w = self.cache_words;
+        (self.cache_version == version && self.rows[i].shape & CACHED != 0).then(|| &self.cache[i * w..(i + 1) * w])
+    }
+
+    /// Cache event `i`'s attribute mask, computed under list `version` (a new version
+    /// invalidates every other event's).
+    pub fn set_cached(&mut self, i: usize, version: u32, mask: &[u64]) -> &[u64] {
+        if self.cache_version != version {
+            self.cache_version = version;
+            self.rows.iter_mut().for_each(|r| r.shape &= !CACHED);
+        }
+        let w = self.cache_words;
+        self.cache[i * w..(i + 1) * w].copy_from_slice(mask);
+        self.rows[i].shape |= CACHED;
+        &self.cache[i * w..(i + 1) * w]
+    }
+
     /// Insert an event at its place in time order (after every event with the same
-    /// ts), returning its index. Values must have `width` slots.
-    pub fn insert(&mut self, ts: i64, seq: u64, pos: Pos, shape: u32, row: Vec<crate::value::V>) -> usize {
+    /// ts), returning its index. Values must have `width` slots, `ts` in slot 0.
+    pub fn insert(&mut self, seq: u64, pos: Pos, shape: u32, row: Vec<V>) -> usize {
         debug_assert_eq!(row.len(), self.width);
+        debug_assert!(shape & CACHED == 0, "shape ids stay below 2^31");
+        let V::I(ts) = row[0] else { unreachable!("slot 0 holds the event's ts") };
         self.seen = true;
-        let i = self.head + self.rows[self.head..].partition_point(|r| r.ts <= ts);
-        let meta = Row { ts, seq, pos_offset: pos.1, pos_tag: pos.0, shape, cache_version: u32::MAX };
+        let i = self.first(ts as i128, true);
         let moved = i < self.rows.len();
-        self.rows.insert(i, meta);
+        room(&mut self.rows, 1);
+        self.rows.insert(i, Row { seq, pos_offset: pos.1, pos_tag: pos.0, shape });
         let at = i * self.width;
+        room(&mut self.vals, self.width);
         self.vals.splice(at..at, row);
         let at = i * self.cache_words;
+        room(&mut self.cache, self.cache_words);
         self.cache.splice(at..at, std::iter::repeat_n(0, self.cache_words));
         for x in &mut self.indexes {
             if moved {
-                x.entries.iter_mut().filter(|e| e.1 >= i).for_each(|e| e.1 += 1);
+                x.at.iter_mut().filter(|e| **e as usize >= i).for_each(|e| *e += 1);
             }
             if let Some(v) = index_key(&self.vals[i * self.width + x.slot]) {
-                let at = x.entries.partition_point(|e| e.0 < v);
-                x.entries.insert(at, (v, i));
+                let p = x.keys.partition_point(|&k| k < v);
+                room(&mut x.keys, 1);
+                room(&mut x.at, 1);
+                x.keys.insert(p, v);
+                x.at.insert(p, i as u32);
             }
         }
         i
@@ -162,14 +219,14 @@ impl Store {
         use std::mem::size_of;
         size_of::<Self>()
             + self.rows.capacity() * size_of::<Row>()
-            + self.vals.capacity() * size_of::<crate::value::V>()
+            + self.vals.capacity() * size_of::<V>()
             + self.vals.iter().map(|v| match v {
-                crate::value::V::S(s) | crate::value::V::X(s) => size_of::<String>() + s.capacity(),
+                V::S(s) | V::X(s) => size_of::<String>() + s.capacity(),
                 _ => 0,
             }).sum::<usize>()
             + self.cache.capacity() * size_of::<u64>()
             + self.indexes.capacity() * size_of::<ValueIndex>()
-            + self.indexes.iter().map(|x| x.entries.capacity() * size_of::<(f64, usize)>()).sum::<usize>()
+            + self.indexes.iter().map(|x| x.keys.capacity() * size_of::<f64>() + x.at.capacity() * size_of::<u32>()).sum::<usize>()
     }
 
     /// The value index of `slot`, made from the held events if there is none.
@@ -177,23 +234,27 @@ impl Store {
         if let Some(i) = self.indexes.iter().position(|x| x.slot == slot) {
             return i;
         }
-        let mut entries: Vec<(f64, usize)> =
-            self.all().filter_map(|i| index_key(self.value(i, slot)).map(|v| (v, i))).collect();
+        let mut entries: Vec<(f64, u32)> =
+            self.all().filter_map(|i| index_key(self.value(i, slot)).map(|v| (v, i as u32))).collect();
         entries.sort_by(|a, b| a.0.total_cmp(&b.0));
-        self.indexes.push(ValueIndex { slot, entries });
+        let (keys, at) = entries.into_iter().unzip();
+        self.indexes.push(ValueIndex { slot, keys, at });
         self.indexes.len() - 1
     }
 
     /// Store indices of the events whose value in index `x` lies in [vlo, vhi] and
     /// whose ts lies in [tlo, thi], appended to `out`; returns the entries visited.
     pub fn probe(&self, x: usize, vlo: f64, vhi: f64, tlo: i128, thi: i128, out: &mut Vec<usize>) -> usize {
-        let entries = &self.indexes[x].entries;
-        let a = entries.partition_point(|e| e.0 < vlo);
-        let b = entries.partition_point(|e| e.0 <= vhi).max(a);
-        for &(_, i) in &entries[a..b] {
-            let ts = self.rows[i].ts as i128;
-            if i >= self.head && tlo <= ts && ts <= thi {
-                out.push(i);
+        let index = &self.indexes[x];
+        let a = index.keys.partition_point(|&k| k < vlo);
+        let b = index.keys.partition_point(|&k| k <= vhi).max(a);
+        for &i in &index.at[a..b] {
+            let i = i as usize;
+            if i >= self.head {
+                let ts = self.ts(i) as i128;
+                if tlo <= ts && ts <= thi {
+                    out.push(i);
+                }
             }
         }
         b - a
@@ -201,27 +262,35 @@ impl Store {
 
     /// How many index entries lie in [vlo, vhi] (what a probe would visit).
     pub fn count(&self, x: usize, vlo: f64, vhi: f64) -> usize {
-        let entries = &self.indexes[x].entries;
-        entries.partition_point(|e| e.0 <= vhi).saturating_sub(entries.partition_point(|e| e.0 < vlo))
+        let keys = &self.indexes[x].keys;
+        keys.partition_point(|&k| k <= vhi).saturating_sub(keys.partition_point(|&k| k < vlo))
     }
 
     /// Drop the events below `floor` (the key's floor: no result can use them). They
-    /// leave the vectors once they are a quarter of them (amortized, a few rows moved
+    /// leave the vectors once they are an eighth of them (amortized, a few rows moved
     /// per event), and the vectors give back what they no longer need: a key with few
     /// events must not keep every event it ever had.
     pub fn purge(&mut self, floor: i64) {
-        let dropped = self.rows[self.head..].partition_point(|r| r.ts < floor);
-        self.head += dropped;
-        if self.head > 0 && self.head * 4 >= self.rows.len() {
+        self.head = self.first(floor as i128, false);
+        if self.head > 0 && self.head * 8 >= self.rows.len() {
             let h = self.head;
             self.rows.drain(..h);
             self.vals.drain(..h * self.width);
             self.cache.drain(..h * self.cache_words);
             self.head = 0;
             for x in &mut self.indexes {
-                x.entries.retain(|e| e.1 >= h);
-                x.entries.iter_mut().for_each(|e| e.1 -= h);
-                shrink(&mut x.entries);
+                let mut kept = 0;
+                for p in 0..x.at.len() {
+                    if x.at[p] as usize >= h {
+                        x.keys[kept] = x.keys[p];
+                        x.at[kept] = x.at[p] - h as u32;
+                        kept += 1;
+                    }
+                }
+                x.keys.truncate(kept);
+                x.at.truncate(kept);
+                shrink(&mut x.keys);
+                shrink(&mut x.at);
             }
             shrink(&mut self.rows);
             shrink(&mut self.vals);
@@ -230,10 +299,10 @@ impl Store {
     }
 }
 
-/// Give back capacity beyond twice the length.
+/// Give back capacity beyond a quarter over the length.
 fn shrink<T>(v: &mut Vec<T>) {
-    if v.capacity() > 2 * v.len() + 4 {
-        v.shrink_to(v.len() + v.len() / 2 + 4);
+    if v.capacity() > v.len() + v.len() / 4 + 4 {
+        v.shrink_to(v.len() + v.len() / 8 + 4);
     }
 }
 
@@ -246,7 +315,7 @@ mod tests {
     fn events_stay_in_time_order_and_purge_from_the_front() {
         let mut s = Store { width: 1, ..Default::default() };
         for (seq, ts) in [10, 30, 20, 30, 5].into_iter().enumerate() {
-            s.insert(ts, seq as u64, (0, seq as i64), 0, vec![V::I(ts)]);
+            s.insert(seq as u64, (0, seq as i64), 0, vec![V::I(ts)]);
         }
         assert_eq!(s.all().map(|i| s.ts(i)).collect::<Vec<_>>(), [5, 10, 20, 30, 30]);
         assert_eq!(s.all().map(|i| s.seq(i)).collect::<Vec<_>>(), [4, 0, 2, 1, 3]);
@@ -259,7 +328,8 @@ mod tests {
         assert_eq!(s.len(), 3);
         let left: Vec<i64> = s.between(0, 100).map(|i| s.ts(i)).collect();
         assert_eq!(left, [20, 30, 30]);
-        assert!(s.rows.capacity() <= 2 * s.rows.len() + 4, "purged rows are given back");
+        s.purge(30); // compacts
+        assert!(s.rows.capacity() <= s.rows.len() + s.rows.len() / 4 + 4, "purged rows are given back");
     }
 
     #[test]
@@ -267,13 +337,13 @@ mod tests {
         let mut s = Store { width: 2, ..Default::default() };
         for seq in 0..100u64 {
             let ts = seq as i64 * 10;
-            s.insert(ts, seq, (0, 0), 0, vec![V::I(ts), V::F((seq % 10) as f64)]);
+            s.insert(seq, (0, 0), 0, vec![V::I(ts), V::F((seq % 10) as f64)]);
         }
         let x = s.index(1);
-        s.insert(55, 100, (0, 0), 0, vec![V::I(55), V::F(3.0)]); // in the middle
+        s.insert(100, (0, 0), 0, vec![V::I(55), V::F(3.0)]); // in the middle
         s.purge(500);
         s.purge(800); // compacts
-        s.insert(2000, 101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
+        s.insert(101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
         let mut found = Vec::new();
         s.probe(x, 3.0, 3.0, 0, 10_000, &mut found);
         let mut seqs: Vec<u64> = found.iter().map(|&i| s.seq(i)).collect();
