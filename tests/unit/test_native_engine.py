@@ -22,9 +22,23 @@ def test_a_batch_gives_each_event_its_results_or_its_lateness() -> None:
               Event("B", "k", 100, {"x": 0}, 2), Event("H", "k", 1600, {"y": 0}, 3)]
     outcomes = _engine().process_batch(events)
     assert [r.sources for r in outcomes[1]] == [{"B": 0, "H": 1}]
-    assert outcomes[0] == [] and outcomes[3] == []
+    assert not outcomes[0] and not outcomes[3]
     assert isinstance(outcomes[2], LateEvent) and outcomes[2].event is events[2]
     assert "maxts 1500" in outcomes[2].reason
+
+
+def test_rows_follow_each_event_s_own_columns_whatever_the_last_event_had() -> None:
+    """Column names are recognised by object while they repeat; an event with other
+    columns, the same ones in another order, or equal names in new string objects
+    must still get its own values under its own labels."""
+    engine = NativeEngine(EngineConfig())
+    engine.register(compile_query("q", "SELECT * FROM B WHERE B.x > 0", CATALOG))
+    x, z = "x", "z"
+    datas = [{x: 1, z: 2}, {x: 3, z: 4}, {z: 5, x: 6}, {x: 7}, {"".join(["x"]): 8, "".join(["z"]): 9}]
+    outcomes = engine.process_batch([Event("B", "k", i, d, i) for i, d in enumerate(datas)])
+    assert [list(r.row.items()) for out in outcomes for r in out] == [
+        [("B.x", 1), ("B.z", 2)], [("B.x", 3), ("B.z", 4)], [("B.z", 5), ("B.x", 6)], [("B.x", 7)],
+        [("B.x", 8), ("B.z", 9)]]
 
 
 def test_a_late_event_in_a_batch_changes_nothing() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Hashable, Protocol
 
 from juggler.language.model import Query
@@ -110,13 +111,13 @@ class QueryEngine(Protocol):
         """The registered queries by id, in registration order."""
 
 
-def process_batch(engine: QueryEngine, events: list[Event]) -> list[list[Result] | LateEvent]:
+def process_batch(engine: QueryEngine, events: list[Event]) -> list[Sequence[Result] | LateEvent]:
     """`engine.process` over `events`: per event its results, or the LateEvent it
     raised. The native operator crosses into Rust once for the whole batch."""
     batch = getattr(engine, "process_batch", None)
     if batch is not None:
         return batch(events)
-    out: list[list[Result] | LateEvent] = []
+    out: list[Sequence[Result] | LateEvent] = []
     for event in events:
         try:
             out.append(engine.process(event))

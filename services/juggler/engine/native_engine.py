@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from collections.abc import Sequence
 from typing import Any
 
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
@@ -88,9 +89,10 @@ class NativeEngine:
             raise LateEvent(event, out, self.config.allowed_lateness)
         return out
 
-    def process_batch(self, events: list[Event]) -> list[list[Result] | LateEvent]:
-        """`process` for each event, crossing into Rust once: per event its results,
-        or the LateEvent it would have raised."""
+    def process_batch(self, events: list[Event]) -> list[Sequence[Result] | LateEvent]:
+        """`process` for each event, crossing into Rust once: per event its results
+        (the empty tuple when there are none: nothing allocated per quiet event), or
+        the LateEvent it would have raised."""
         lateness = self.config.allowed_lateness
         return [LateEvent(e, out, lateness) if type(out) is int else out
                 for e, out in zip(events, self._op.process_batch(events))]

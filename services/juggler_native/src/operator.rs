@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
 use crate::store::{Pos, Store};
 use crate::value::V;
@@ -166,7 +168,7 @@ pub struct Operator {
     next_bit: usize,
     registrations: u64,
     seq: u64,
-    pub keys: HashMap<Box<str>, KeyState>,
+    pub keys: FxHashMap<Box<str>, KeyState>,
     pub stats: Stats,
 }
 

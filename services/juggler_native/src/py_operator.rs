@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
@@ -23,11 +25,16 @@ use crate::value::{NumKey, V, float_key};
 /// data order) and the `S.col` labels of each shape for `SELECT *`.
 struct StreamNames {
     name: Py<PyString>,
-    slots: HashMap<String, usize>,
+    slots: FxHashMap<String, usize>,
     columns: Vec<Py<PyString>>,
     shapes: Vec<Vec<usize>>,
-    shape_of: HashMap<Vec<usize>, u32>,
+    shape_of: FxHashMap<Vec<usize>, u32>,
     labels: Vec<Vec<Py<PyString>>>,
+    /// The last event's column names (the objects, held so they cannot be freed and
+    /// their addresses reused), slots and shape: events of a stream mostly share the
+    /// same key objects, so a pointer comparison replaces a hash lookup per column.
+    last: Vec<(Py<PyString>, usize)>,
+    last_shape: u32,
 }
 
 struct QueryInfo {
@@ -42,8 +49,10 @@ struct QueryInfo {
 pub struct PyOperator {
     core: Operator,
     streams: Vec<StreamNames>,
-    stream_of: HashMap<String, u32>,
-    queries: HashMap<usize, QueryInfo>,
+    stream_of: FxHashMap<String, u32>,
+    /// The last event's stream name object and id (see `StreamNames::last`).
+    last_stream: Option<(Py<PyString>, u32)>,
+    queries: FxHashMap<usize, QueryInfo>,
     result_cls: Py<PyAny>,
     exact: Py<PyAny>,
     prefixes: Py<PyDict>,
@@ -206,15 +215,17 @@ impl PyOperator {
         }
         let id = self.streams.len() as u32;
         self.stream_of.insert(name.to_owned(), id);
-        let mut slots = HashMap::new();
+        let mut slots = FxHashMap::default();
         slots.insert("ts".to_owned(), 0);
         self.streams.push(StreamNames {
             name: PyString::new(py, name).unbind(),
             slots,
             columns: vec![PyString::new(py, "ts").unbind()],
             shapes: Vec::new(),
-            shape_of: HashMap::new(),
+            shape_of: FxHashMap::default(),
             labels: Vec::new(),
+            last: Vec::new(),
+            last_shape: u32::MAX,
         });
         self.core.widen(id, 1);
         id
@@ -275,50 +286,89 @@ impl PyOperator {
         })
     }
 
+    /// The event's stream id, from its name object (the last one's, if it is the same).
+    fn event_stream(&mut self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<u32> {
+        let name = event.getattr(intern!(py, "stream"))?;
+        let name = name.cast::<PyString>()?;
+        if let Some((last, id)) = &self.last_stream {
+            if last.as_ptr() == name.as_ptr() {
+                return Ok(*id);
+            }
+        }
+        let id = self.stream_id(py, name.to_str()?);
+        self.last_stream = Some((name.clone().unbind(), id));
+        Ok(id)
+    }
+
+    /// The slot of the `j`th column `column` of an event of `stream`, and whether it is
+    /// the same object as the last event's `j`th column.
+    fn column_slot(&mut self, py: Python<'_>, stream: u32, j: usize, column: &Bound<'_, PyString>) -> PyResult<(usize, bool)> {
+        let names = &self.streams[stream as usize];
+        if let Some((last, slot)) = names.last.get(j) {
+            if last.as_ptr() == column.as_ptr() {
+                return Ok((*slot, true));
+            }
+        }
+        let slot = match names.slots.get(column.to_str()?) {
+            Some(0) => return Err(PyValueError::new_err("column 'ts' is reserved for the event time")),
+            Some(&slot) => slot,
+            None => self.slot_of(py, stream, column.to_str()?),
+        };
+        Ok((slot, false))
+    }
+
     /// The event's stream, key, ts, slot values, shape and position.
     fn incoming<'a>(&mut self, py: Python<'_>, event: &Bound<'_, PyAny>, key: &'a str) -> PyResult<Incoming<'a>> {
-        let stream: String = event.getattr(intern!(py, "stream"))?.extract()?;
-        let stream = self.stream_id(py, &stream);
+        let stream = self.event_stream(py, event)?;
         let ts: i64 = event
             .getattr(intern!(py, "ts"))?
             .extract()
             .map_err(|_| PyTypeError::new_err("an event's ts must be an int within 64 bits"))?;
         let data = event.getattr(intern!(py, "data"))?;
         let data = data.cast::<PyDict>()?;
-        let mut shape = Vec::with_capacity(data.len());
-        let mut values = Vec::with_capacity(data.len());
-        for (k, v) in data.iter() {
-            let column = k.cast::<PyString>()?;
-            let slot = match self.streams[stream as usize].slots.get(column.to_str()?) {
-                Some(0) => return Err(PyValueError::new_err("column 'ts' is reserved for the event time")),
-                Some(&slot) => slot,
-                None => self.slot_of(py, stream, column.to_str()?),
-            };
-            shape.push(slot);
-            values.push((slot, from_py(&v)?));
-        }
-        let width = self.core.widths[stream as usize];
-        let mut row = vec![V::Missing; width];
+        let mut row = vec![V::Missing; self.core.widths[stream as usize]];
         row[0] = V::I(ts);
-        for (slot, v) in values {
-            row[slot] = v;
-        }
-        let names = &mut self.streams[stream as usize];
-        let shape_id = match names.shape_of.get(&shape) {
-            Some(&id) => id,
-            None => {
-                let id = names.shapes.len() as u32;
-                let prefix = names.name.bind(py).to_str()?.to_owned();
-                names.labels.push(
-                    shape
-                        .iter()
-                        .map(|&s| PyString::new(py, &format!("{prefix}.{}", names.columns[s].bind(py))).unbind())
-                        .collect(),
-                );
-                names.shapes.push(shape.clone());
-                names.shape_of.insert(shape, id);
-                id
+        let mut same = data.len() == self.streams[stream as usize].last.len();
+        let mut shape = Vec::new();
+        for (j, (k, v)) in data.iter().enumerate() {
+            let column = k.cast::<PyString>()?;
+            let (slot, hit) = self.column_slot(py, stream, j, column)?;
+            if !hit && same {
+                same = false;
+                shape.extend(self.streams[stream as usize].last[..j].iter().map(|(_, s)| *s));
             }
+            if !same {
+                shape.push(slot);
+            }
+            if slot >= row.len() {
+                row.resize(slot + 1, V::Missing);
+            }
+            row[slot] = from_py(&v)?;
+        }
+        row.resize(self.core.widths[stream as usize], V::Missing);
+        let names = &mut self.streams[stream as usize];
+        let shape_id = if same {
+            names.last_shape
+        } else {
+            let id = match names.shape_of.get(&shape) {
+                Some(&id) => id,
+                None => {
+                    let id = names.shapes.len() as u32;
+                    let prefix = names.name.bind(py).to_str()?.to_owned();
+                    names.labels.push(
+                        shape
+                            .iter()
+                            .map(|&s| PyString::new(py, &format!("{prefix}.{}", names.columns[s].bind(py))).unbind())
+                            .collect(),
+                    );
+                    names.shapes.push(shape.clone());
+                    names.shape_of.insert(shape.clone(), id);
+                    id
+                }
+            };
+            names.last = data.keys().iter().zip(&shape).map(|(k, &s)| Ok((k.cast_into::<PyString>()?.unbind(), s))).collect::<PyResult<_>>()?;
+            names.last_shape = id;
+            id
         };
         let pos = self.encode_pos(py, &event.getattr(intern!(py, "position"))?)?;
         Ok(Incoming { stream, key, ts, shape: shape_id, row, pos })
@@ -371,7 +421,8 @@ impl PyOperator {
         self.result_cls.bind(py).call1((q.id.bind(py), key, hit.ts, sources, row))
     }
 
-    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// The event's results (None when there are none), or the key's maxts when late.
+    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let key_ob = event.getattr(intern!(py, "key"))?;
         let key = key_ob.cast::<PyString>()?.to_str()?;
         let incoming = self.incoming(py, event, key)?;
@@ -381,12 +432,12 @@ impl PyOperator {
             return Err(e);
         }
         match outcome {
-            Ok(hits) if hits.is_empty() => Ok(PyList::empty(py).into_any()),
+            Ok(hits) if hits.is_empty() => Ok(None),
             Ok(hits) => {
                 let key: Box<str> = key.into();
-                Ok(self.results(py, hits.into_iter().map(|h| (key.clone(), h)).collect())?.into_any())
+                Ok(Some(self.results(py, hits.into_iter().map(|h| (key.clone(), h)).collect())?.into_any()))
             }
-            Err(late) => Ok(late.maxts.into_pyobject(py)?.into_any()),
+            Err(late) => Ok(Some(late.maxts.into_pyobject(py)?.into_any())),
         }
     }
 }
@@ -398,8 +449,9 @@ impl PyOperator {
         PyOperator {
             core: Operator::new(retention, lateness),
             streams: Vec::new(),
-            stream_of: HashMap::new(),
-            queries: HashMap::new(),
+            stream_of: FxHashMap::default(),
+            last_stream: None,
+            queries: FxHashMap::default(),
             result_cls,
             exact,
             prefixes: PyDict::new(py).unbind(),
@@ -456,15 +508,18 @@ impl PyOperator {
     /// Accept an event: its results, or the key's maxts (an int) when it is late.
     fn process<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let exact = self.exact.clone_ref(py);
-        self.process_one(py, event, exact.bind(py))
+        Ok(self.process_one(py, event, exact.bind(py))?.unwrap_or_else(|| PyList::empty(py).into_any()))
     }
 
     /// `process` over a batch, one answer per event: the boundary is crossed once.
+    /// An event without results gets the empty tuple, which is not allocated (and so
+    /// does not wake the garbage collector) per event.
     fn process_batch<'py>(&mut self, py: Python<'py>, events: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
         let exact = self.exact.clone_ref(py);
+        let none = PyTuple::empty(py).into_any();
         let out = PyList::empty(py);
         for event in &events {
-            out.append(self.process_one(py, event, exact.bind(py))?)?;
+            out.append(self.process_one(py, event, exact.bind(py))?.unwrap_or_else(|| none.clone()))?;
         }
         Ok(out)
     }
