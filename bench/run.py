@@ -655,7 +655,7 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         events = rows[0]["events"] if rows else 0
         lines += [
             "## D: drift", "",
-            "D runs the pure-Python operator (`JugglerEngine`, `"engine": "python"` in the measurement specs): "
+            "D runs the pure-Python operator (`JugglerEngine`, `\"engine\": \"python\"` in the measurement specs): "
             "adaptive ordering is not native yet. "
             "The thesis Figure 5.8 query (as printed) plus 20 variants with other constants "
             "(same predicate lists), over B, H, T; 2 keys. Per key, every 45 s each stream emits "
