@@ -87,6 +87,40 @@ fn count_lt<T: PartialOrd>(v: &[T], x: &T) -> usize {
     v.partition_point(|t| t < x)
 }
 
+/// The first p in 0..n for which `pred` holds (n if none), `pred` being false and
+/// then true.
+fn first(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut a, mut b) = (0, n);
+    while a < b {
+        let mid = (a + b) / 2;
+        if pred(mid) { b = mid } else { a = mid + 1 }
+    }
+    a
+}
+
+/// Rows 0..=n of unions of entries' masks (stride nw): row p is entries[..p] or, with
+/// `suffix`, entries[p..].
+fn unions(entries: &[RangeEntry], nw: usize, suffix: bool) -> Vec<u64> {
+    let n = entries.len();
+    let mut table = vec![0; (n + 1) * nw];
+    if suffix {
+        for p in (0..n).rev() {
+            let (head, tail) = table.split_at_mut((p + 1) * nw);
+            let row = &mut head[p * nw..];
+            row.copy_from_slice(&tail[..nw]);
+            or_into(row, &entries[p].mask);
+        }
+    } else {
+        for p in 1..=n {
+            let (head, tail) = table.split_at_mut(p * nw);
+            let row = &mut tail[..nw];
+            row.copy_from_slice(&head[(p - 1) * nw..]);
+            or_into(row, &entries[p - 1].mask);
+        }
+    }
+    table
+}
+
 #[derive(Clone, Debug)]
 pub struct RangeEntry {
     pub pred: u32,
@@ -111,35 +145,41 @@ pub struct RangeList {
     /// Row p (stride nw): the queries failing when the value sits at position p:
     /// entries[p..] for a lower list, entries[..p] for an upper one.
     table: Vec<u64>,
+    /// The other way round, row p: entries[..p] for a lower list, entries[p..] for an
+    /// upper one, so the loosest entry of a group of queries is a binary search.
+    loose: Vec<u64>,
     nw: usize,
 }
 
 impl RangeList {
     pub fn new(lower: bool, factor: Option<Factor>) -> Self {
-        RangeList { lower, factor, entries: Vec::new(), tf: Vec::new(), ti: Vec::new(), table: Vec::new(), nw: 0 }
+        RangeList { lower, factor, entries: Vec::new(), tf: Vec::new(), ti: Vec::new(), table: Vec::new(), loose: Vec::new(),
+                    nw: 0 }
     }
 
     pub fn rebuild(&mut self, nw: usize) {
         self.entries.sort_by(|a, b| a.tf.total_cmp(&b.tf).then(a.ti.cmp(&b.ti)));
         self.tf = self.entries.iter().map(|e| e.tf).collect();
         self.ti = self.entries.iter().map(|e| e.ti).collect();
-        let n = self.entries.len();
         self.nw = nw;
-        self.table = vec![0; (n + 1) * nw];
+        let (prefix, suffix) = (unions(&self.entries, nw, false), unions(&self.entries, nw, true));
+        (self.table, self.loose) = if self.lower { (suffix, prefix) } else { (prefix, suffix) };
+    }
+
+    /// The entry with the loosest threshold among those of `group`'s queries (the
+    /// lowest of a lower list, the highest of an upper one), looking at words `r`.
+    pub fn loosest(&self, group: &[u64], r: &Words) -> Option<&RangeEntry> {
+        let nw = self.nw;
+        let hits = |p: usize| {
+            self.loose[p * nw + r.start..p * nw + r.end].iter().zip(&group[r.clone()]).any(|(a, b)| a & b != 0)
+        };
+        let n = self.entries.len();
         if self.lower {
-            for p in (0..n).rev() {
-                let (head, tail) = self.table.split_at_mut((p + 1) * nw);
-                let row = &mut head[p * nw..];
-                row.copy_from_slice(&tail[..nw]);
-                or_into(row, &self.entries[p].mask);
-            }
+            // the first p whose prefix entries[..=p] holds one of the group's
+            self.entries.get(first(n, |p| hits(p + 1)))
         } else {
-            for p in 1..=n {
-                let (head, tail) = self.table.split_at_mut(p * nw);
-                let row = &mut tail[..nw];
-                row.copy_from_slice(&head[(p - 1) * nw..]);
-                or_into(row, &self.entries[p - 1].mask);
-            }
+            // the last p whose suffix entries[p..] holds one of the group's
+            first(n, |p| !hits(p)).checked_sub(1).map(|p| &self.entries[p])
         }
     }
 
@@ -393,6 +433,20 @@ mod tests {
         let mut out = [0];
         list.attr_fail(&v, &mut out, &(0..1), &mut NoExact);
         out[0]
+    }
+
+    #[test]
+    fn the_loosest_entry_of_a_group_is_its_lowest_or_highest_threshold() {
+        // entries' masks, in threshold order: queries 0 and 2 share the middle entry
+        let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000), (4.0, 4, 0b0010)];
+        for lower in [true, false] {
+            let list = range(lower, None, &spec);
+            for group in 0u64..16 {
+                let of_group: Vec<f64> = spec.iter().filter(|e| e.2 & group != 0).map(|e| e.0).collect();
+                let expected = if lower { of_group.first() } else { of_group.last() };
+                assert_eq!(list.loosest(&[group], &(0..1)).map(|e| e.tf).as_ref(), expected, "group {group:b}");
+            }
+        }
     }
 
     #[test]

@@ -194,18 +194,13 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 
 /// The queries of `group` with a predicate in `list`, and the loosest of their
 /// thresholds (the lowest of a lower list, the highest of an upper one).
-/// (Entries are sorted by threshold, doubles and ints alike, so the loosest is the
-/// first or last of the group's.)
 fn loosest(list: &RangeList, group: &[u64]) -> Option<(Vec<u64>, f64, i128)> {
     let users = list.users();
     if !mask_intersects(users, group) {
         return None;
     }
     let covered: Vec<u64> = users.iter().zip(group).map(|(u, g)| u & g).collect();
-    let r = words(group);
-    let mut of_group = list.entries.iter().filter(|e| mask_intersects(&e.mask[r.clone()], &group[r.clone()]));
-    let bound = if list.lower { of_group.next() } else { of_group.next_back() };
-    bound.map(|e| (covered, e.tf, e.ti))
+    list.loosest(group, &words(group)).map(|e| (covered, e.tf, e.ti))
 }
 
 /// Up to this many queries left on a partner, their own lists are probed rather than
