@@ -117,7 +117,8 @@ def section(rows: list[dict], info: dict, command: str) -> str:
         "made next to each other, then the median. Every engine reads the same exported "
         "files (`bench/peers/files.py`) and starts empty with every query registered.", "",
         "- *Juggler*: the native operator (`NativeEngine`) in a fresh Python process; the timed loop is "
-        "`process()` over the events, already read into memory.",
+        "`process_batch()` over the events, already read into memory, 1,024 at a time (as "
+        "`juggler eval` and the worker hand them over: one crossing into Rust per batch).",
         "- *Esper* 9.0.0 (Maven Central) in its own JVM (`bench/peers/EsperPeer.java`, "
         "default JVM settings): one EPL statement per query, attribute predicates as stream "
         "filters, `#time` windows one ms longer than MAXWINDOW plus explicit `ts` bounds, "
