@@ -16,6 +16,7 @@
 pub mod bisect;
 pub mod lists;
 pub mod operator;
+pub mod ordering;
 pub mod store;
 pub mod value;
 pub mod mask;
