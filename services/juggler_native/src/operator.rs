@@ -216,6 +216,9 @@ const FEW: u32 = 8;
 /// Below this many events in the time range, scanning it beats sizing index probes.
 const PROBE_MIN: usize = 16;
 
+/// A predicate list as `Operator::lists` describes it.
+pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
+
 /// One value-index probe of a JES retrieval: the index, the value range, the queries
 /// it serves, and the predicate type its list is of (a join list, or an attribute
 /// list of the partner's stream).
@@ -1203,7 +1206,7 @@ impl Operator {
     /// Every predicate list: its family (0 upper, 1 lower, 2 equality), the (stream,
     /// slot) of its left side and of its right side (None for an attribute list), its
     /// factor, and how many predicates share it (thesis Figures 3.10-3.12).
-    pub fn lists(&self) -> Vec<(u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize)> {
+    pub fn lists(&self) -> Vec<ListDesc> {
         let mut out: Vec<_> = self
             .list_of
             .iter()

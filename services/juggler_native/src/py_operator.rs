@@ -39,6 +39,9 @@ struct QueryInfo {
 
 /// Sendable: the worker's HTTP thread reads its counters for /metrics. Every call
 /// holds the GIL and none releases it, so the borrow checks never see two at once.
+/// A predicate list for Python: family, left column, right column, factor, size.
+type ListRow = (&'static str, String, Option<String>, Option<f64>, usize);
+
 #[pyclass(name = "Operator", module = "juggler_native")]
 pub struct PyOperator {
     core: Operator,
@@ -121,7 +124,7 @@ fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
 
 /// For an `int` (exactly, not `bool`): its value if it fits 64 bits, else None; None
 /// for anything else.
-pub(crate) fn exact_int(ob: &Bound<'_, PyAny>) -> Option<Option<i64>> {
+fn exact_int(ob: &Bound<'_, PyAny>) -> Option<Option<i64>> {
     if !ob.is_exact_instance_of::<PyInt>() {
         return None;
     }
@@ -550,7 +553,7 @@ impl PyOperator {
     /// Every predicate list as (family, left column, right column or None, factor or
     /// None, predicates in it); family is "upper", "lower" or "eq" and columns read
     /// "S.col".
-    fn lists(&self, py: Python<'_>) -> Vec<(&'static str, String, Option<String>, Option<f64>, usize)> {
+    fn lists(&self, py: Python<'_>) -> Vec<ListRow> {
         let column = |(s, slot): (u32, usize)| {
             let names = &self.streams[s as usize];
             format!("{}.{}", names.name.bind(py), names.columns[slot].bind(py))
@@ -584,4 +587,12 @@ impl PyOperator {
         d.set_item("selectivity", per_type(t.selectivity)?)?;
         Ok(d)
     }
+}
+
+/// The extension module: `juggler_native.Operator`, which `juggler.engine.native_engine`
+/// drives.
+#[pymodule]
+fn juggler_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyOperator>()?;
+    Ok(())
 }
