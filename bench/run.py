@@ -655,7 +655,7 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         events = rows[0]["events"] if rows else 0
         lines += [
             "## D: drift", "",
-            "D runs the native operator (`NativeEngine`, `"engine": "engine"` in the measurement "
+            'D runs the native operator (`NativeEngine`, `"engine": "engine"` in the measurement '
             "specs) once per evaluation order: `adaptive` (the predicate type manager in "
             "`services/juggler_native/src/ordering.rs`) and the six static orders. "
             "The thesis Figure 5.8 query (as printed) plus 20 variants with other constants "
