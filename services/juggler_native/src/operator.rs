@@ -72,7 +72,8 @@ struct Node {
     children: Vec<usize>,
     checks: Vec<Check>,
     /// Per query bit, the indices in `checks` of its lists: a partner left with a few
-    /// queries is probed against their lists only.
+    /// queries is probed against their lists only. `checks` holds the join lists
+    /// before the window lists, so each filter phase probes one contiguous part.
     checks_of: HashMap<usize, Vec<usize>>,
 }
 
@@ -193,20 +194,24 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
     any != 0
 }
 
-/// The queries of `group` with a predicate in `list`, and the loosest of their
-/// thresholds (the lowest of a lower list, the highest of an upper one).
+/// The loosest threshold in `list` of `group`'s queries (the lowest of a lower list,
+/// the highest of an upper one), None when none of them has a predicate in it.
 /// (Entries are sorted by threshold, doubles and ints alike, so the loosest is the
-/// first or last of the group's.)
-fn loosest(list: &RangeList, group: &[u64]) -> Option<(Vec<u64>, f64, i128)> {
-    let users = list.users();
-    if !mask_intersects(users, group) {
+/// first or last of the group's.) Allocates nothing: it runs for every list at every
+/// retrieval.
+fn loosest(list: &RangeList, group: &[u64]) -> Option<(f64, i128)> {
+    if !mask_intersects(list.users(), group) {
         return None;
     }
-    let covered: Vec<u64> = users.iter().zip(group).map(|(u, g)| u & g).collect();
     let r = words(group);
     let mut of_group = list.entries.iter().filter(|e| mask_intersects(&e.mask[r.clone()], &group[r.clone()]));
     let bound = if list.lower { of_group.next() } else { of_group.next_back() };
-    bound.map(|e| (covered, e.tf, e.ti))
+    bound.map(|e| (e.tf, e.ti))
+}
+
+/// Whether every query of `group` uses the list whose users are `users`.
+fn covers(users: &[u64], group: &[u64]) -> bool {
+    users.iter().zip(group).all(|(u, g)| g & !u == 0)
 }
 
 /// Up to this many queries left on a partner, their own lists are probed rather than
@@ -218,6 +223,10 @@ const PROBE_MIN: usize = 16;
 
 /// A predicate list as `Operator::lists` describes it.
 pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
+
+/// A value-index probe `Operator::cover` may choose: the events it visits, the index,
+/// the value range, the users of its list and the list's predicate type.
+type ProbeOption<'a> = (usize, usize, f64, f64, &'a [u64], Phase);
 
 /// One value-index probe of a JES retrieval: the index, the value range, the queries
 /// it serves, and the predicate type its list is of (a join list, or an attribute
@@ -235,6 +244,24 @@ fn words(mask: &[u64]) -> Words {
     let first = mask.iter().position(|&w| w != 0).unwrap_or(0);
     let last = mask.iter().rposition(|&w| w != 0).map_or(first, |i| i + 1);
     first..last.max(first)
+}
+
+/// Lists to probe with their users, join lists first: `split` is where the window
+/// lists begin, so each filter phase takes its part without looking at the others.
+#[derive(Default)]
+struct PhaseLists<'a> {
+    lists: Vec<(&'a Check, &'a [u64])>,
+    split: usize,
+}
+
+impl<'a> PhaseLists<'a> {
+    fn split(&mut self) {
+        self.split = self.lists.partition_point(|(check, _)| !check.window);
+    }
+
+    fn of(&self, phase: Phase) -> &[(&'a Check, &'a [u64])] {
+        if phase == Phase::W { &self.lists[self.split..] } else { &self.lists[..self.split] }
+    }
 }
 
 fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
@@ -467,8 +494,11 @@ impl Operator {
                         let check = Check { list, l: (ld, l.1), r: (rd, r.1), window: l.1 == 0 && r.1 == 0 };
                         let n = &mut self.nodes[node];
                         let at = n.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
-                            n.checks.push(check);
-                            n.checks.len() - 1
+                            // join lists before window lists (see `PhaseLists`)
+                            let at = n.checks.partition_point(|c| !c.window || check.window);
+                            n.checks.insert(at, check);
+                            n.checks_of.values_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            at
                         });
                         let mine = n.checks_of.entry(bit).or_default();
                         if !mine.contains(&at) {
@@ -769,12 +799,18 @@ impl Operator {
 
     /// The node's lists some query of `group` uses: a node shared by many queries has
     /// many lists, of which a group needs few.
-    fn active<'a>(&'a self, c: &'a Node, group: &[u64], r: &Words) -> Vec<(&'a Check, &'a [u64])> {
-        c.checks
-            .iter()
-            .map(|check| (check, self.users(check)))
-            .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
-            .collect()
+    fn active<'a>(&'a self, c: &'a Node, group: &[u64], r: &Words) -> PhaseLists<'a> {
+        let mut active = PhaseLists {
+            lists: c
+                .checks
+                .iter()
+                .map(|check| (check, self.users(check)))
+                .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
+                .collect(),
+            split: 0,
+        };
+        active.split();
+        active
     }
 
     fn users(&self, check: &Check) -> &[u64] {
@@ -784,15 +820,16 @@ impl Operator {
         }
     }
 
-    /// One filter phase's list probes (the window lists, or the join lists) for the
-    /// partner last bound in `partial`: removes from `survivors` every query it fails;
-    /// false once none is left.
+    /// One filter phase's list probes (`checks`: the window lists, or the join lists)
+    /// for the partner last bound in `partial`: removes from `survivors` every query it
+    /// fails; false once none is left.
     #[allow(clippy::too_many_arguments)]
-    fn probe_lists(&self, ks: &KeyState, checks: &[(&Check, &[u64])], window: bool, partial: &[(u32, usize)],
+    #[inline(always)]
+    fn probe_lists(&self, ks: &KeyState, checks: &[(&Check, &[u64])], phase: Phase, partial: &[(u32, usize)],
                    survivors: &mut [u64], fail: &mut [u64], r: &Words, exact: &mut dyn Exact, stats: &mut Stats) -> bool {
-        let phase = if window { Phase::W } else { Phase::J } as usize;
+        let phase = phase as usize;
         for &(check, users) in checks {
-            if check.window != window || !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
+            if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
                 continue;
             }
             stats.probes += 1;
@@ -816,8 +853,9 @@ impl Operator {
     /// Bind each child's stream: retrieve its partners (J before W: through the JES
     /// when a value-index probe visits fewer events than the time range holds; else
     /// the WES time range) and run the filter phases A, W (MAXWINDOW, unless the JES
-    /// retrieval applied it, and the window lists), J on each in `order`'s order. `deferred`: the tuple's attribute mask when A did not come first (then
-    /// only at the first level, where the A phase applies it too).
+    /// retrieval applied it, and the window lists), J on each in `order`'s order.
+    /// `deferred`: the tuple's attribute mask when A did not come first (then only at
+    /// the first level, where the A phase applies it too).
     #[allow(clippy::too_many_arguments)]
     fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
               (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
@@ -864,7 +902,7 @@ impl Operator {
             let nw = self.nw;
             let r = words(&group);
             let active = self.active(c, &group, &r);
-            let mut mine: Vec<(&Check, &[u64])> = Vec::new();
+            let mut mine = PhaseLists::default();
             'candidates: for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
                     continue;
@@ -913,8 +951,8 @@ impl Operator {
                                 }
                                 few
                             });
-                            let checks = if few { &mine } else { &active };
-                            self.probe_lists(ks, checks, phase == Phase::W, partial, &mut survivors, &mut fail, &r, exact, stats)
+                            let checks = if few { &mine } else { &active }.of(phase);
+                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &r, exact, stats)
                         }
                     };
                     if !alive {
@@ -933,21 +971,24 @@ impl Operator {
         }
     }
 
-    /// The lists of the queries left in `survivors`, each once.
-    fn own_lists<'a>(&'a self, c: &'a Node, survivors: &[u64], r: &Words, mine: &mut Vec<(&'a Check, &'a [u64])>) {
-        mine.clear();
+    /// The lists of the queries left in `survivors`, each once, in the node's order
+    /// (join lists first).
+    fn own_lists<'a>(&'a self, c: &'a Node, survivors: &[u64], r: &Words, mine: &mut PhaseLists<'a>) {
+        let lists = &mut mine.lists;
+        lists.clear();
         for (w, &word) in survivors.iter().enumerate().take(r.end).skip(r.start) {
             let mut word = word;
             while word != 0 {
                 let bit = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 if let Some(checks) = c.checks_of.get(&bit) {
-                    mine.extend(checks.iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
+                    lists.extend(checks.iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
                 }
             }
         }
-        mine.sort_by_key(|(check, _)| *check as *const Check);
-        mine.dedup_by_key(|(check, _)| *check as *const Check);
+        lists.sort_by_key(|(check, _)| *check as *const Check);
+        lists.dedup_by_key(|(check, _)| *check as *const Check);
+        mine.split();
     }
 
     /// What retrieving and filtering each partner stream of a sampled tuple costs, for
@@ -1007,9 +1048,8 @@ impl Operator {
                 }
                 let r = words(&group);
                 let active = self.active(c, &group, &r);
-                let windows = active.iter().filter(|(check, _)| check.window).count();
-                x.window_lists = (n * windows) as f64;
-                x.join_lists = (n * (active.len() - windows)) as f64;
+                x.window_lists = (n * active.of(Phase::W).len()) as f64;
+                x.join_lists = (n * active.of(Phase::J).len()) as f64;
                 let step = (n / SAMPLED).max(1);
                 for partner in range.step_by(step).take(SAMPLED) {
                     x.sampled += 1.0;
@@ -1025,12 +1065,15 @@ impl Operator {
                     survivors.copy_from_slice(&group);
                     stats.comparisons[Phase::W as usize] += 1;
                     if and_not(&mut survivors, self.too_narrow(span))
-                        && self.probe_lists(ks, &active, true, &partial, &mut survivors, &mut scratch, &r, exact, stats)
+                        && self.probe_lists(ks, active.of(Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
+                                            exact, stats)
                     {
                         x.passed[Phase::W as usize] += 1.0;
                     }
                     survivors.copy_from_slice(&group);
-                    if self.probe_lists(ks, &active, false, &partial, &mut survivors, &mut scratch, &r, exact, stats) {
+                    if self.probe_lists(ks, active.of(Phase::J), Phase::J, &partial, &mut survivors, &mut scratch, &r, exact,
+                                        stats)
+                    {
                         x.passed[Phase::J as usize] += 1.0;
                     }
                 }
@@ -1061,8 +1104,8 @@ impl Operator {
                 continue;
             };
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((covered, _, ti)) = loosest(list, group) else { continue };
-            if covered != group {
+            let Some((_, ti)) = loosest(list, group) else { continue };
+            if !covers(list.users(), group) {
                 continue;
             }
             let (os, oi) = partial[other.0];
@@ -1130,7 +1173,7 @@ impl Operator {
     fn cover(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], limit: usize,
              stats: &mut Stats) -> Option<(usize, Vec<IndexProbe>)> {
         let s = c.stream as usize;
-        let mut options: Vec<(usize, IndexProbe)> = Vec::new();
+        let mut options: Vec<ProbeOption> = Vec::new();
         for check in &c.checks {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
@@ -1146,7 +1189,7 @@ impl Operator {
             }
             let (os, oi) = partial[other.0];
             let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((covered, o, _)) = loosest(list, group) else { continue };
+            let Some((o, _)) = loosest(list, group) else { continue };
             let f = list.factor.expect("a pair list").f;
             // d = l - f*r, and d >= o (lower) or d <= o (upper), solved for the partner
             let (target, above) = if partner_is_left {
@@ -1162,7 +1205,7 @@ impl Operator {
             let x = ks.stores[s].index(partner_slot);
             stats.comparisons[Phase::J as usize] += 1;
             let count = ks.stores[s].count(x, vlo, vhi);
-            options.push((count, IndexProbe { index: x, lo: vlo, hi: vhi, covered, phase: Phase::J }));
+            options.push((count, x, vlo, vhi, list.users(), Phase::J));
         }
         // Attribute lists of the partner's stream: tail constants make these the
         // narrowest ranges of all.
@@ -1170,7 +1213,7 @@ impl Operator {
             for &(list, slot, r) in &info.attr {
                 let (ListRef::Range(j), None) = (list, r) else { continue };
                 let list = &self.ranges[j];
-                let Some((covered, t, _)) = loosest(list, group) else { continue };
+                let Some((t, _)) = loosest(list, group) else { continue };
                 let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 if !t.is_finite() {
                     continue;
@@ -1179,23 +1222,25 @@ impl Operator {
                 let x = ks.stores[s].index(slot);
                 stats.comparisons[Phase::A as usize] += 1;
                 let count = ks.stores[s].count(x, vlo, vhi);
-                options.push((count, IndexProbe { index: x, lo: vlo, hi: vhi, covered, phase: Phase::A }));
+                options.push((count, x, vlo, vhi, list.users(), Phase::A));
             }
         }
         options.sort_by_key(|o| o.0);
         let mut uncovered = group.to_vec();
         let mut chosen = Vec::new();
         let mut total = 0;
-        for (count, probe) in options {
-            if !mask_intersects(&uncovered, &probe.covered) {
+        // `uncovered` stays within `group`, so a list's users stand for the group's
+        for (count, index, lo, hi, users, phase) in options {
+            if !mask_intersects(&uncovered, users) {
                 continue;
             }
             total += count;
             if total >= limit {
                 return None;
             }
-            and_not(&mut uncovered, &probe.covered);
-            chosen.push(probe);
+            and_not(&mut uncovered, users);
+            let covered = users.iter().zip(group).map(|(u, g)| u & g).collect();
+            chosen.push(IndexProbe { index, lo, hi, covered, phase });
             if uncovered.iter().all(|&w| w == 0) {
                 return Some((total, chosen));
             }

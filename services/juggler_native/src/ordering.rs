@@ -160,7 +160,7 @@ impl TypeManager {
             order: order.unwrap_or([A, J, W]),
             reorders: 0,
             period: period.max(1),
-            sample_every: 16,
+            sample_every: 32,
             decay: 0.5,
             min_samples: 4,
             hysteresis: 0.9,
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn an_adaptive_order_samples_one_event_in_sample_every() {
         let mut m = TypeManager::new(None, 32);
-        let sampled: Vec<u64> = (0..64).filter(|_| m.count_event()).collect();
+        let sampled: Vec<u64> = (0..128).filter(|_| m.count_event()).collect();
         assert_eq!(sampled.len(), 4);
         assert!(m.period_ends());
     }
