@@ -740,39 +740,37 @@ impl Operator {
             *m &= n;
         }
         let mut stats = self.stats;
-        let mut types = std::mem::take(&mut self.types);
-        if live && types.count_event() {
+        if live && self.types.count_event() {
             let seen = self.measure(ks, root, (stream, i), mask, &fail, exact, &mut stats);
-            types.observe(&seen);
+            self.types.observe(&seen, mask_intersects(mask, &self.nodes[root].ends));
         }
-        let order = types.order;
+        let order = self.types.order;
         let pruned = order[0] == Phase::A;
         let ts = ks.stores[stream as usize].ts(i);
-        let mut partial = vec![(stream, i)];
+        let tuple = [(stream, i)];
         let a = Phase::A as usize;
         if pruned {
             stats.comparisons[a] += 1;
             stats.tested[a] += 1;
             if and_not(mask, &fail) {
                 stats.passed[a] += 1;
-                self.emit(ks, root, mask, &partial, ts, out);
+                self.emit(ks, root, mask, &tuple, ts, out);
             }
         } else if mask_intersects(mask, &self.nodes[root].ends) {
             let mut own = mask.to_vec();
             stats.comparisons[a] += 1;
             if and_not(&mut own, &fail) {
-                self.emit(ks, root, &own, &partial, ts, out);
+                self.emit(ks, root, &own, &tuple, ts, out);
             }
         }
         if !self.nodes[root].children.is_empty() && mask.iter().any(|&w| w != 0) {
             let deferred = (!pruned).then_some(&fail[..]);
-            self.expand(ks, root, &mut partial, mask, (ts, ts), before, deferred, order, exact, out, &mut stats);
+            self.expand(ks, root, &mut tuple.to_vec(), mask, (ts, ts), before, deferred, order, exact, out, &mut stats);
         }
-        if live && types.period_ends() {
-            types.remeasure();
+        if live && self.types.period_ends() {
+            self.types.remeasure();
         }
         self.stats = stats;
-        self.types = types;
     }
 
     fn emit(&self, ks: &KeyState, node: usize, mask: &[u64], partial: &[(u32, usize)], ts: i64, out: &mut Vec<Hit>) {

@@ -140,6 +140,9 @@ pub struct TypeManager {
     /// candidates passing each phase, for all candidate queries.
     pub selectivity: [f64; 3],
     tuples: f64,
+    /// Sampled tuples with single-stream queries: without A first, their own
+    /// attribute check still costs one comparison before their results.
+    singles: f64,
     sums: [Expansion; 2],
     fresh: u64,
     /// Events evaluated: what sampling and periods count.
@@ -166,6 +169,7 @@ impl TypeManager {
             hysteresis: 0.9,
             selectivity: [1.0; 3],
             tuples: 0.0,
+            singles: 0.0,
             sums: [Expansion::default(); 2],
             fresh: 0,
             seen: 0,
@@ -184,9 +188,11 @@ impl TypeManager {
     }
 
     /// A sampled tuple: the expansions it would make into each partner stream, for all
-    /// its candidate queries and for those its attributes leave.
-    pub fn observe(&mut self, expansions: &[[Expansion; 2]]) {
+    /// its candidate queries and for those its attributes leave, and whether some of
+    /// its queries are over its stream alone.
+    pub fn observe(&mut self, expansions: &[[Expansion; 2]], single: bool) {
         self.tuples += 1.0;
+        self.singles += single as u8 as f64;
         self.fresh += 1;
         for e in expansions {
             self.sums[ALL].add(&e[ALL]);
@@ -215,6 +221,7 @@ impl TypeManager {
             self.reorders += 1;
         }
         self.tuples *= self.decay;
+        self.singles *= self.decay;
         for s in &mut self.sums {
             s.scale(self.decay);
         }
@@ -250,7 +257,7 @@ impl TypeManager {
             per_candidate += through * probes;
             through *= rate;
         }
-        ((if pruned { self.tuples } else { 0.0 }) + retrieval + found * per_candidate) / self.tuples
+        ((if pruned { self.tuples } else { self.singles }) + retrieval + found * per_candidate) / self.tuples
     }
 }
 
@@ -306,7 +313,7 @@ mod tests {
         let mut m = TypeManager::new(None, 1);
         for _ in 0..8 {
             // the tuple's attributes leave no query: pruning first retrieves nothing
-            m.observe(&[[expansion(40.0, None, [0.0, 4.0, 4.0]), Expansion::default()]]);
+            m.observe(&[[expansion(40.0, None, [0.0, 4.0, 4.0]), Expansion::default()]], false);
         }
         m.remeasure();
         assert_eq!(m.order[0], A);
@@ -319,7 +326,7 @@ mod tests {
         m.adaptive = true;
         let e = expansion(100.0, Some(4.0), [4.0, 1.0, 4.0]);
         for _ in 0..8 {
-            m.observe(&[[e, e]]);
+            m.observe(&[[e, e]], false);
         }
         m.remeasure();
         assert!(join_first(m.order), "{:?}", m.order);
@@ -332,11 +339,23 @@ mod tests {
         // no JES probe; windows fail almost always, joins pass
         let e = expansion(50.0, None, [4.0, 4.0, 0.0]);
         for _ in 0..8 {
-            m.observe(&[[e, e]]);
+            m.observe(&[[e, e]], false);
         }
         m.remeasure();
         assert!(m.cost([A, W, J]) < m.cost([A, J, W]));
         assert_eq!(m.order[0], W);
+    }
+
+    #[test]
+    fn a_tuple_without_partners_keeps_a_first() {
+        let mut m = TypeManager::new(None, 1);
+        for _ in 0..8 {
+            // single-stream queries only: every order checks the tuple's attributes once
+            m.observe(&[], true);
+        }
+        m.remeasure();
+        assert_eq!(STATIC_ORDERS.map(|o| m.cost(o)), [1.0; 6]);
+        assert_eq!((m.order, m.reorders), ([A, J, W], 0));
     }
 
     #[test]
@@ -345,7 +364,7 @@ mod tests {
         m.hysteresis = 0.0;
         let e = expansion(50.0, None, [4.0, 4.0, 0.0]);
         for _ in 0..8 {
-            m.observe(&[[e, e]]);
+            m.observe(&[[e, e]], false);
         }
         m.remeasure();
         assert_eq!((m.order, m.reorders), ([A, J, W], 0));
