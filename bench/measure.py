@@ -6,10 +6,8 @@ one run's garbage, caches and JIT-less warm-up from leaking into the next.
     python -m bench.measure '<json spec>'      # prints one JSON line
 
 The spec (see `Spec`) names the workload and its parameters, the engine ("engine" =
-NativeEngine, the operator; "python" = JugglerEngine, the pure-Python operator with
-adaptive ordering, for workload D; "naive" = NaiveEngine, the per-query nested-loop
-baseline), the engine
-config, and the mode:
+NativeEngine, the operator; "naive" = NaiveEngine, the per-query nested-loop
+baseline), the engine config, and the mode:
 
 - "rate": optionally load `prefill` events with no query registered (cheap: the engine
   only stores them; with `retention` they stay held, so the measurement starts with
@@ -72,9 +70,6 @@ def _make_engine(kind: str, config: dict):
     if kind == "engine":
         from juggler.engine.native_engine import NativeEngine
         return NativeEngine(cfg)
-    if kind == "python":  # the pure-Python operator: adaptive ordering (workload D)
-        from juggler.engine.operator import JugglerEngine
-        return JugglerEngine(cfg)
     if kind == "naive":
         from juggler.engine.naive import NaiveEngine
         return NaiveEngine(cfg)
@@ -82,16 +77,16 @@ def _make_engine(kind: str, config: dict):
 
 
 def _counters(engine, before: dict[str, int] | None = None) -> dict[str, Any]:
-    """The engine's work counters over the timed events (`before`: at their start).
-    Candidates are held events examined as partners, each once per retrieval."""
-    if hasattr(engine, "stats"):
-        stats = {k: v - (before or {}).get(k, 0) for k, v in engine.stats().items()}
-        return {"work": stats, "candidates_per_event": stats["candidates"] / max(stats["events"], 1),
-                "candidates_per_result": stats["candidates"] / max(stats["results"], 1)}
-    manager = getattr(engine, "manager", None)
-    if manager is None:
+    """The engine's work counters over the timed events (`before`: at their start) and
+    its predicate type manager's since creation. Candidates are held events examined as
+    partners, each once per retrieval."""
+    if not hasattr(engine, "stats"):
         return {}
-    return {"comparisons": dict(manager.comparisons),
+    stats = {k: v - (before or {}).get(k, 0) for k, v in engine.stats().items()}
+    manager = engine.manager
+    return {"work": stats, "candidates_per_event": stats["candidates"] / max(stats["events"], 1),
+            "candidates_per_result": stats["candidates"] / max(stats["results"], 1),
+            "comparisons": dict(manager.comparisons),
             "total_comparisons": manager.total_comparisons,
             "reorders": manager.reorders,
             "order": manager.order}

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any
 
 from juggler.engine.events import EngineConfig, LateEvent
-from juggler.engine.operator import JugglerEngine
+from juggler.engine.naive import NaiveEngine
 from juggler.language import compile_query
 
 
@@ -47,7 +47,7 @@ def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counte
     results: Counter = Counter()
     late: set = set()
     for p in set(per_partition) | set(barriers):
-        engine = JugglerEngine(config)
+        engine = NaiveEngine(config, purge=True)
         records = per_partition.get(p, {})
         taken = {s: 0 for s in streams}
         for offsets, command in [*barriers.get(p, []), (None, None)]:

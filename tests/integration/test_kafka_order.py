@@ -20,7 +20,7 @@ import pytest
 
 from contract_order import expected
 from juggler.engine.events import EngineConfig
-from juggler.engine.operator import JugglerEngine
+from juggler.engine.naive import NaiveEngine
 from juggler.language import compile_query
 from test_worker_harness import Client, WorkerProcess, diff, identities, unique
 
@@ -55,8 +55,9 @@ def events(n: int, keys: int, seed: int, start: int = 1_000) -> list[tuple[str, 
 
 
 def in_process(client: Client, sent: list[Any], queries: dict[str, str]) -> Counter:
-    """What `juggler eval` gives on the same events in file order (queries first)."""
-    engine = JugglerEngine(EngineConfig())
+    """What the naive reference (`juggler eval` must agree) gives on the same events in
+    file order (queries first): an implementation independent of the worker's."""
+    engine = NaiveEngine(EngineConfig(), purge=True)
     for qid, text in queries.items():
         engine.register(compile_query(qid, text, client.codec.catalog()))
     return identities(r for e in sent for r in engine.process(e))

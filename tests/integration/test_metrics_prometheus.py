@@ -81,7 +81,7 @@ def test_latency_histogram_counts_every_result(scraped_worker: ScrapedWorker) ->
 
 
 def test_operator_metrics(scraped_worker: ScrapedWorker) -> None:
-    from juggler.engine.ordering import STATIC_ORDERS
+    from juggler.engine.orders import STATIC_ORDERS
 
     prom = scraped_worker.prometheus
     selectivity = prom.values("juggler_selectivity", "type")

@@ -19,8 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from juggler.engine.events import EngineConfig, Event, LateEvent
 from juggler.engine.naive import NaiveEngine
 from juggler.engine.native_engine import NativeEngine
-from juggler.engine.operator import JugglerEngine
-from juggler.engine.ordering import STATIC_ORDERS
+from juggler.engine.orders import STATIC_ORDERS
 from juggler.language import compile_query
 from juggler.language.model import (
     AttributePredicate,
@@ -150,7 +149,7 @@ def _run(engine, step):
         return "late"
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     script=scripts(),
     lateness=st.sampled_from([0, 100, 500]),
@@ -161,7 +160,7 @@ def _run(engine, step):
 def test_engine_results_equal_reference(script, lateness, retention, order, bucket_ms):
     config = EngineConfig(allowed_lateness=lateness, retention=retention, order=order,
                           bucket_ms=bucket_ms, reorder_every=3)
-    engine, reference = JugglerEngine(config), NaiveEngine(config)
+    engine, reference = NativeEngine(config), NaiveEngine(config)
     for step in script:
         got, want = _run(engine, step), _run(reference, step)
         if want == "late" or got == "late":
@@ -175,9 +174,10 @@ def test_engine_results_equal_reference(script, lateness, retention, order, buck
     script=scripts(),
     lateness=st.sampled_from([0, 100, 500]),
     retention=st.sampled_from([0, 250]),
+    order=st.sampled_from(("adaptive",) + STATIC_ORDERS),
 )
-def test_native_engine_results_equal_reference_in_order(script, lateness, retention):
-    config = EngineConfig(allowed_lateness=lateness, retention=retention)
+def test_native_engine_results_equal_reference_in_order(script, lateness, retention, order):
+    config = EngineConfig(allowed_lateness=lateness, retention=retention, order=order, reorder_every=3)
     engine, reference = NativeEngine(config), NaiveEngine(config)
     for n, step in enumerate(script):
         got, want = _run(engine, step), _run(reference, step)

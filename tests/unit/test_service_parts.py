@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("prometheus_client")
 
 from juggler.engine.events import EngineConfig, Event
-from juggler.engine.operator import JugglerEngine
 from juggler.language import compile_query
 from juggler.service import held_state
 from juggler.service.results_api import BadCursor, decode_cursor, encode_cursor

@@ -18,8 +18,8 @@ from thesis_corpus import CATALOG, REPAIRS, repaired, thesis_texts
 
 from juggler.engine.events import EngineConfig, Event, LateEvent
 from juggler.engine.naive import NaiveEngine
-from juggler.engine.operator import JugglerEngine
-from juggler.engine.ordering import STATIC_ORDERS
+from juggler.engine.native_engine import NativeEngine
+from juggler.engine.orders import STATIC_ORDERS
 from juggler.language import compile_query
 
 SECOND = 1000  # the thesis's time unit is the second; events carry milliseconds
@@ -56,8 +56,8 @@ def _running_example_events() -> list[Event]:
     return events
 
 
-def _figure_3_3_operator(config: EngineConfig) -> JugglerEngine:
-    engine = JugglerEngine(config)
+def _figure_3_3_operator(config: EngineConfig) -> NativeEngine:
+    engine = NativeEngine(config)
     for name, qid in (("fig3_3_q1", "1"), ("fig3_3_q2", "2"), ("fig3_3_q3", "3")):
         engine.register(_query(name, qid))
     return engine
@@ -85,16 +85,14 @@ def test_running_example_predicate_lists_match_figures_3_10_to_3_12() -> None:
     3.11 puts B.pressure > 2*T.fluct and B.pressure > T.fluct in one list; they have
     different factors, so their covering order depends on the sign of T.fluct and
     here they get a list each (DESIGN section 6)."""
-    engine = _figure_3_3_operator(EngineConfig())
-    lists = engine.shared.lists.values()
-    attribute = sorted((str(p.column), len(p)) for p in lists if p.kind.value == "attribute")
+    lists = _figure_3_3_operator(EngineConfig()).predicate_lists()
+    attribute = sorted((left, size) for _, left, right, _, size in lists if right is None)
     assert attribute == [("H.beatrate", 1), ("T.fluct", 2)]
-    fluct = next(p for p in lists if p.kind.value == "attribute" and str(p.column) == "T.fluct")
-    assert {c for _, c in fluct.entries} == {103, 51.5}
-    joins = sorted((str(p.left), str(p.right), p.factor) for p in lists if p.kind.value == "join")
+    pairs = [(left, right, factor) for _, left, right, factor, _ in lists if right is not None]
+    joins = sorted(p for p in pairs if not p[0].endswith(".ts"))
     assert joins == [("B.pressure", "T.fluct", 1), ("B.pressure", "T.fluct", 2),
                      ("B.temp", "H.vib", 1), ("H.vib", "T.incr", 1)]
-    windows = [p for p in lists if p.kind.value == "window"]
+    windows = [p for p in pairs if p[0].endswith(".ts") and p[1].endswith(".ts")]
     assert len(windows) == 4  # T>B (q1), B>T and B<=H (q2), T>H (q3)
 
 
@@ -137,7 +135,7 @@ def test_overlap_experiment_fewer_comparisons_as_overlap_grows(order: str) -> No
     events = _bh_events(7)
     per_event = {}
     for level in ("overlap25", "overlap50", "overlap75"):
-        engine = JugglerEngine(EngineConfig(order=order))
+        engine = NativeEngine(EngineConfig(order=order))
         reference = NaiveEngine(EngineConfig(), purge=True)
         for i in range(1, 6):
             query = _query(f"{level}_q{i}", f"q{i}")
@@ -187,7 +185,7 @@ def test_reordering_experiment_adaptive_no_worse_than_best_static_order() -> Non
     comparisons = {}
     outputs = {}
     for order in ("adaptive",) + STATIC_ORDERS:
-        engine = JugglerEngine(EngineConfig(order=order, reorder_every=32))
+        engine = NativeEngine(EngineConfig(order=order, reorder_every=32))
         engine.register(query)
         outputs[order] = Counter(r.identity() for r in _run(engine, events))
         comparisons[order] = engine.manager.total_comparisons

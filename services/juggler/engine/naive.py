@@ -3,7 +3,7 @@
 It is written to be obviously correct, not fast. It keeps every accepted event, and for
 each arriving event evaluates every query on its own, with nested loops over the stored
 events of the query's other FROM streams that share the event's key. The Juggler
-operator (`juggler.engine.operator`) must return exactly what this engine returns, in
+operator (`juggler.engine.native_engine`) must return exactly what this engine returns, in
 the same order; property tests hold one against the other, and benchmarks use this one
 as the baseline.
 

@@ -25,14 +25,9 @@ from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
 from juggler.engine.exact import (attribute_holds, equality_key, lower_threshold,
                                   pair_holds, to_float, upper_threshold)
 from juggler.engine.native import Operator
+from juggler.engine.orders import TYPES, check_order
 from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
                                     Query)
-
-NATIVE_ORDER = "AWJ"
-"""The order the native operator applies the predicate types in: a partner's cached
-attribute mask, then MAXWINDOW and the window lists (through the time range), then the
-join lists. Retrieval already uses the narrowest value index (attribute or join), which
-is what adaptive ordering mostly bought; reordering the filters is not ported yet."""
 
 _LOWER = (Op.GT, Op.GE)
 _UPPER = (Op.LT, Op.LE)
@@ -44,7 +39,8 @@ class NativeEngine:
 
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
         self.config = config
-        self._op = Operator(config.retention, config.allowed_lateness, Result, self._exact)
+        self._op = Operator(config.retention, config.allowed_lateness, Result, self._exact,
+                            check_order(config.order), config.reorder_every)
         self._queries: dict[str, Query] = {}
         self._bits: dict[str, int] = {}
         self._pred_ids: dict[Predicate, int] = {}
@@ -123,10 +119,17 @@ class NativeEngine:
     def held_events(self) -> dict[str, int]:
         return self._op.held_events()
 
+    def predicate_lists(self) -> list[tuple[str, str, str | None, float | None, int]]:
+        """Every predicate list as (family "upper"/"lower"/"eq", left column, right
+        column or None for an attribute list, factor, predicates sharing it): what
+        the thesis's Figures 3.10-3.12 draw."""
+        return self._op.lists()
+
     @property
-    def manager(self) -> NativeCounters:
-        """Comparisons and selectivity per predicate type, for the worker's metrics."""
-        return NativeCounters(self._op.stats())
+    def manager(self) -> TypeCounters:
+        """The predicate type manager's state (order, reorders, comparisons and
+        selectivity per type), for the worker's metrics and the benchmarks."""
+        return TypeCounters(self._op.ordering())
 
     def stats(self) -> dict[str, int]:
         """Events, candidates (held events examined as partners), join/window list
@@ -172,21 +175,29 @@ class NativeEngine:
                 ("d", to_float(o), int(o) if o.denominator == 1 else None))
 
 
-class NativeCounters:
-    """The predicate type manager's metrics, read from the native operator's counters:
-    `A` attribute masks tested, `W` MAXWINDOW/window tests, `J` join list probes; the
-    selectivity of each is the share that passed."""
+class TypeCounters:
+    """A snapshot of the native predicate type manager (`juggler_native/src/ordering.rs`).
 
-    order = NATIVE_ORDER
-    reorders = 0
+    `comparisons` per type as the thesis counts them (bitset operations, exploitation-
+    structure probes and the entries they return, predicate-list probes); `selectivity`
+    per type is what an adaptive order last measured on its samples, and for a static
+    order (which does not sample) the share of partners that passed each filter phase
+    in the hot path, where earlier phases already removed some."""
 
-    def __init__(self, stats: dict[str, int]) -> None:
-        self.comparisons = {"A": stats["a_tested"], "J": stats["probes"], "W": stats["w_tested"]}
-        self.selectivity = {
-            "A": stats["a_passed"] / stats["a_tested"] if stats["a_tested"] else 1.0,
-            "W": stats["w_passed"] / stats["w_tested"] if stats["w_tested"] else 1.0,
-            "J": stats["j_passed"] / stats["probes"] if stats["probes"] else 1.0,
-        }
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.order: str = state["order"]
+        self.adaptive: bool = state["adaptive"]
+        self.reorders: int = state["reorders"]
+        self.comparisons: dict[str, int] = {t: int(c) for t, c in state["comparisons"].items()}
+        if self.adaptive:
+            self.selectivity: dict[str, float] = dict(state["selectivity"])
+        else:
+            tested, passed = state["tested"], state["passed"]
+            self.selectivity = {t: passed[t] / tested[t] if tested[t] else 1.0 for t in TYPES}
+
+    @property
+    def total_comparisons(self) -> int:
+        return sum(self.comparisons.values())
 
 
 def _int_threshold(op: Op, k: Fraction) -> int:

@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from juggler.engine.ordering import STATIC_ORDERS, TYPES
+from juggler.engine.orders import STATIC_ORDERS, TYPES
 from juggler.codec.bounded import DEAD_LETTER_KINDS
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.

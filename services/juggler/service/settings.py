@@ -92,7 +92,7 @@ class Settings:
             raise ValueError("allowed_lateness and retention must be >= 0")
         if self.partitions is not None and self.partitions < 1:
             raise ValueError("partitions must be >= 1")
-        from juggler.engine.ordering import check_order
+        from juggler.engine.orders import check_order
 
         return replace(self, order=check_order(self.order))
 

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 
 use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
+use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
 use crate::store::{Pos, Store};
 use crate::value::V;
 
@@ -54,12 +55,14 @@ struct ListKey {
 }
 
 /// A join or window list probed at a plan node: the depths (in the node's path) of
-/// the streams its two sides read.
+/// the streams its two sides read, and its predicate type (a window list compares
+/// two streams' timestamps, slot 0, with factor 1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Check {
     list: ListRef,
     l: (usize, usize),
     r: (usize, usize),
+    window: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -71,7 +74,8 @@ struct Node {
     children: Vec<usize>,
     checks: Vec<Check>,
     /// Per query bit, the indices in `checks` of its lists: a partner left with a few
-    /// queries is probed against their lists only.
+    /// queries is probed against their lists only. `checks` holds the join lists
+    /// before the window lists, so each filter phase probes one contiguous part.
     checks_of: HashMap<usize, Vec<usize>>,
 }
 
@@ -119,14 +123,13 @@ pub struct Stats {
     pub results: u64,
     /// Partner retrievals by value-index probes, and by time-range scans.
     pub probed: u64,
-    /// Tests and passes per predicate type, in the order the operator applies them:
-    /// attribute masks (of arriving events and of partners), MAXWINDOW and window lists
-    /// through the time range, join (and window) list probes.
-    pub a_tested: u64,
-    pub a_passed: u64,
-    pub w_tested: u64,
-    pub w_passed: u64,
-    pub j_passed: u64,
+    /// Comparisons per predicate type (indexed by `Phase`), as the thesis counts them:
+    /// bitset operations (an attribute mask, MAXWINDOW), exploitation-structure probes
+    /// and the entries they return, predicate-list probes.
+    pub comparisons: [u64; 3],
+    /// Partners that reached each filter phase, and that passed it.
+    pub tested: [u64; 3],
+    pub passed: [u64; 3],
     /// Value-index entries visited by probes (each then checked against the time range).
     pub visited: u64,
     pub scanned: u64,
@@ -170,6 +173,7 @@ pub struct Operator {
     seq: u64,
     pub keys: FxHashMap<Box<str>, KeyState>,
     pub stats: Stats,
+    pub types: TypeManager,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -192,26 +196,69 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
     any != 0
 }
 
-/// The queries of `group` with a predicate in `list`, and the loosest of their
-/// thresholds (the lowest of a lower list, the highest of an upper one).
-fn loosest(list: &RangeList, group: &[u64]) -> Option<(Vec<u64>, f64, i128)> {
-    let users = list.users();
-    if !mask_intersects(users, group) {
+/// The loosest threshold in `list` of `group`'s queries (the lowest of a lower list,
+/// the highest of an upper one), None when none of them has a predicate in it.
+/// Allocates nothing: it runs for every list at every retrieval.
+fn loosest(list: &RangeList, group: &[u64]) -> Option<(f64, i128)> {
+    if !mask_intersects(list.users(), group) {
         return None;
     }
-    let covered: Vec<u64> = users.iter().zip(group).map(|(u, g)| u & g).collect();
-    list.loosest(group, &words(group)).map(|e| (covered, e.tf, e.ti))
+    list.loosest(group, &words(group)).map(|e| (e.tf, e.ti))
+}
+
+/// Whether every query of `group` uses the list whose users are `users`.
+fn covers(users: &[u64], group: &[u64]) -> bool {
+    users.iter().zip(group).all(|(u, g)| g & !u == 0)
 }
 
 /// Up to this many queries left on a partner, their own lists are probed rather than
 /// every list of the group.
 const FEW: u32 = 8;
 
+/// Below this many events in the time range, scanning it beats sizing index probes.
+const PROBE_MIN: usize = 16;
+
+/// A predicate list as `Operator::lists` describes it.
+pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
+
+/// A value-index probe `Operator::cover` may choose: the events it visits, the index,
+/// the value range, the users of its list and the list's predicate type.
+type ProbeOption<'a> = (usize, usize, f64, f64, &'a [u64], Phase);
+
+/// One value-index probe of a JES retrieval: the index, the value range, the queries
+/// it serves, and the predicate type its list is of (a join list, or an attribute
+/// list of the partner's stream).
+struct IndexProbe {
+    index: usize,
+    lo: f64,
+    hi: f64,
+    covered: Vec<u64>,
+    phase: Phase,
+}
+
 /// The words from the first to the last nonzero one of `mask`.
 fn words(mask: &[u64]) -> Words {
     let first = mask.iter().position(|&w| w != 0).unwrap_or(0);
     let last = mask.iter().rposition(|&w| w != 0).map_or(first, |i| i + 1);
     first..last.max(first)
+}
+
+/// Lists to probe with their users, join lists first: `split` is where the window
+/// lists begin, so each filter phase takes its part without looking at the others.
+#[derive(Default)]
+struct PhaseLists<'a> {
+    lists: Vec<(&'a Check, &'a [u64])>,
+    split: usize,
+}
+
+impl<'a> PhaseLists<'a> {
+    fn split(&mut self) {
+        self.split = self.lists.partition_point(|(check, _)| !check.window);
+    }
+
+    fn of(&self, phase: Phase) -> &[(&'a Check, &'a [u64])] {
+        if phase == Phase::W { &self.lists[self.split..] } else { &self.lists[..self.split] }
+    }
 }
 
 fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
@@ -441,11 +488,14 @@ impl Operator {
                         if ld != depth && rd != depth {
                             continue;
                         }
-                        let check = Check { list, l: (ld, l.1), r: (rd, r.1) };
+                        let check = Check { list, l: (ld, l.1), r: (rd, r.1), window: l.1 == 0 && r.1 == 0 };
                         let n = &mut self.nodes[node];
                         let at = n.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
-                            n.checks.push(check);
-                            n.checks.len() - 1
+                            // join lists before window lists (see `PhaseLists`)
+                            let at = n.checks.partition_point(|c| !c.window || check.window);
+                            n.checks.insert(at, check);
+                            n.checks_of.values_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            at
                         });
                         let mine = n.checks_of.entry(bit).or_default();
                         if !mine.contains(&at) {
@@ -603,7 +653,7 @@ impl Operator {
         let mut out = Vec::new();
         if let Some(&root) = self.roots.get(&stream) {
             let mut mask = self.nodes[root].mask.clone();
-            self.evaluate(&mut ks, stream, i, &mut mask, seq, exact, &mut out);
+            self.evaluate(&mut ks, stream, i, &mut mask, seq, true, exact, &mut out);
         }
         *self.keys.get_mut(key).unwrap() = ks;
         self.stats.results += out.len() as u64;
@@ -664,7 +714,7 @@ impl Operator {
             for (seq, s, i) in held {
                 let mut mask = vec![0; self.nw];
                 set(&mut mask, bit, true);
-                self.evaluate(&mut ks, s, i, &mut mask, seq, exact, &mut hits);
+                self.evaluate(&mut ks, s, i, &mut mask, seq, false, exact, &mut hits);
             }
             out.extend(hits.into_iter().map(|h| (key.clone(), h)));
             self.keys.insert(key, ks);
@@ -672,28 +722,51 @@ impl Operator {
         out
     }
 
+    /// Evaluate a tuple under the current order: A first prunes the candidate queries
+    /// by the tuple's attribute mask before any retrieval; otherwise that mask waits
+    /// for the A phase of the tuple's first partners (and for its own single-stream
+    /// results). `live`: an arriving event (sampled and counted by the predicate type
+    /// manager), not a replay for a new query's history.
     #[allow(clippy::too_many_arguments)]
-    fn evaluate(&mut self, ks: &mut KeyState, stream: u32, i: usize, mask: &mut [u64], before: u64,
+    fn evaluate(&mut self, ks: &mut KeyState, stream: u32, i: usize, mask: &mut [u64], before: u64, live: bool,
                 exact: &mut dyn Exact, out: &mut Vec<Hit>) {
         let Some(&root) = self.roots.get(&stream) else { return };
         let fail = self.cached_fail(&mut ks.stores[stream as usize], stream, i, exact).to_vec();
-        self.stats.a_tested += 1;
-        if !and_not(mask, &fail) {
-            return;
-        }
-        self.stats.a_passed += 1;
-        let node = &self.nodes[root];
-        for (m, n) in mask.iter_mut().zip(&node.mask) {
+        for (m, n) in mask.iter_mut().zip(&self.nodes[root].mask) {
             *m &= n;
         }
-        let ts = ks.stores[stream as usize].ts(i);
-        let mut partial = vec![(stream, i)];
-        self.emit(ks, root, mask, &partial, ts, out);
-        if !self.nodes[root].children.is_empty() {
-            let mut stats = self.stats;
-            self.expand(ks, root, &mut partial, mask, ts, ts, before, exact, out, &mut stats);
-            self.stats = stats;
+        let mut stats = self.stats;
+        if live && self.types.count_event() {
+            let seen = self.measure(ks, root, (stream, i), mask, &fail, exact, &mut stats);
+            self.types.observe(&seen, mask_intersects(mask, &self.nodes[root].ends));
         }
+        let order = self.types.order;
+        let pruned = order[0] == Phase::A;
+        let ts = ks.stores[stream as usize].ts(i);
+        let tuple = [(stream, i)];
+        let a = Phase::A as usize;
+        if pruned {
+            stats.comparisons[a] += 1;
+            stats.tested[a] += 1;
+            if and_not(mask, &fail) {
+                stats.passed[a] += 1;
+                self.emit(ks, root, mask, &tuple, ts, out);
+            }
+        } else if mask_intersects(mask, &self.nodes[root].ends) {
+            let mut own = mask.to_vec();
+            stats.comparisons[a] += 1;
+            if and_not(&mut own, &fail) {
+                self.emit(ks, root, &own, &tuple, ts, out);
+            }
+        }
+        if !self.nodes[root].children.is_empty() && mask.iter().any(|&w| w != 0) {
+            let deferred = (!pruned).then_some(&fail[..]);
+            self.expand(ks, root, &mut tuple.to_vec(), mask, (ts, ts), before, deferred, order, exact, out, &mut stats);
+        }
+        if live && self.types.period_ends() {
+            self.types.remeasure();
+        }
+        self.stats = stats;
     }
 
     fn emit(&self, ks: &KeyState, node: usize, mask: &[u64], partial: &[(u32, usize)], ts: i64, out: &mut Vec<Hit>) {
@@ -718,9 +791,69 @@ impl Operator {
         }
     }
 
+    /// The node's lists some query of `group` uses: a node shared by many queries has
+    /// many lists, of which a group needs few.
+    fn active<'a>(&'a self, c: &'a Node, group: &[u64], r: &Words) -> PhaseLists<'a> {
+        let mut active = PhaseLists {
+            lists: c
+                .checks
+                .iter()
+                .map(|check| (check, self.users(check)))
+                .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
+                .collect(),
+            split: 0,
+        };
+        active.split();
+        active
+    }
+
+    fn users(&self, check: &Check) -> &[u64] {
+        match check.list {
+            ListRef::Range(j) => self.ranges[j].users(),
+            ListRef::Eq(j) => self.eqs[j].users(),
+        }
+    }
+
+    /// One filter phase's list probes (`checks`: the window lists, or the join lists)
+    /// for the partner last bound in `partial`: removes from `survivors` every query it
+    /// fails; false once none is left.
     #[allow(clippy::too_many_arguments)]
-    fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64], mints: i64,
-              maxts: i64, before: u64, exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats) {
+    #[inline(always)]
+    fn probe_lists(&self, ks: &KeyState, checks: &[(&Check, &[u64])], phase: Phase, partial: &[(u32, usize)],
+                   survivors: &mut [u64], fail: &mut [u64], r: &Words, exact: &mut dyn Exact, stats: &mut Stats) -> bool {
+        let phase = phase as usize;
+        for &(check, users) in checks {
+            if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
+                continue;
+            }
+            stats.probes += 1;
+            stats.comparisons[phase] += 1;
+            let (ls, li) = partial[check.l.0];
+            let (rs, ri) = partial[check.r.0];
+            let lv = ks.stores[ls as usize].value(li, check.l.1);
+            let rv = ks.stores[rs as usize].value(ri, check.r.1);
+            fail[r.clone()].iter_mut().for_each(|w| *w = 0);
+            match check.list {
+                ListRef::Range(j) => self.ranges[j].pair_fail(lv, rv, fail, r, exact),
+                ListRef::Eq(j) => self.eqs[j].pair_fail(lv, rv, fail, r, exact),
+            }
+            if !and_not(&mut survivors[r.clone()], &fail[r.clone()]) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Bind each child's stream: retrieve its partners (J before W: through the JES
+    /// when a value-index probe visits fewer events than the time range holds; else
+    /// the WES time range) and run the filter phases A, W (MAXWINDOW, unless the JES
+    /// retrieval applied it, and the window lists), J on each in `order`'s order.
+    /// `deferred`: the tuple's attribute mask when A did not come first (then only at
+    /// the first level, where the A phase applies it too).
+    #[allow(clippy::too_many_arguments)]
+    fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
+              (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
+              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats) {
         let floor = ks.floor.unwrap_or(i64::MIN) as i128;
         let mut group = vec![0; self.nw];
         let mut survivors = vec![0; self.nw];
@@ -747,107 +880,201 @@ impl Operator {
             }
             let depth = partial.len();
             // (index, the queries it is a candidate for: None for the whole group)
-            let span = (mints, maxts);
-            let (candidates, only) = match self.probe(ks, c, depth, partial, &group, lo, hi, span, stats) {
+            let probed = if join_first(order) { self.probe(ks, c, depth, partial, &group, lo, hi, (mints, maxts), stats) } else { None };
+            let (candidates, only) = match probed {
                 Some(found) => {
                     stats.probed += 1;
                     found
                 }
                 None => {
                     stats.scanned += 1;
-                    (ks.stores[s].between(lo, hi).collect(), Vec::new())
+                    let found: Vec<usize> = ks.stores[s].between(lo, hi).collect();
+                    stats.comparisons[Phase::W as usize] += 1 + found.len() as u64;
+                    (found, Vec::new())
                 }
             };
             let nw = self.nw;
             let r = words(&group);
-            // The node's lists some query of the group uses: a node shared by many
-            // queries has many lists, of which a group needs few.
-            let users_of = |check: &Check| match check.list {
-                ListRef::Range(j) => self.ranges[j].users(),
-                ListRef::Eq(j) => self.eqs[j].users(),
-            };
-            let active: Vec<(&Check, &[u64])> = c
-                .checks
-                .iter()
-                .map(|check| (check, users_of(check)))
-                .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
-                .collect();
-            let mut mine: Vec<(&Check, &[u64])> = Vec::new();
-            for (k, &i) in candidates.iter().enumerate() {
+            let active = self.active(c, &group, &r);
+            let mut mine = PhaseLists::default();
+            'candidates: for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
                     continue;
                 }
                 stats.candidates += 1;
                 survivors.copy_from_slice(&group);
+                let ts = ks.stores[s].ts(i);
+                let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
+                let span = hi_ts as i128 - lo_ts as i128;
                 if !only.is_empty() {
                     for (w, m) in survivors[r.clone()].iter_mut().zip(&only[k * nw + r.start..k * nw + r.end]) {
                         *w &= m;
                     }
-                }
-                let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
-                stats.a_tested += 1;
-                if !and_not(&mut survivors[r.clone()], &attr[r.clone()]) {
-                    continue;
-                }
-                stats.a_passed += 1;
-                let ts = ks.stores[s].ts(i);
-                let span = maxts.max(ts) as i128 - mints.min(ts) as i128;
-                stats.w_tested += 1;
-                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
-                    continue;
-                }
-                stats.w_passed += 1;
-                partial.push((c.stream, i));
-                let mut alive = true;
-                // A few queries left: their own lists; else the group's, skipping those
-                // no survivor uses.
-                let few = survivors[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
-                if few {
-                    mine.clear();
-                    for (w, &word) in survivors.iter().enumerate().take(r.end).skip(r.start) {
-                        let mut word = word;
-                        while word != 0 {
-                            let bit = w * 64 + word.trailing_zeros() as usize;
-                            word &= word - 1;
-                            if let Some(checks) = c.checks_of.get(&bit) {
-                                mine.extend(checks.iter().map(|&k| (&c.checks[k], users_of(&c.checks[k]))));
-                            }
-                        }
-                    }
-                    mine.sort_by_key(|(check, _)| *check as *const Check);
-                    mine.dedup_by_key(|(check, _)| *check as *const Check);
-                }
-                for &(check, users) in if few { &mine } else { &active } {
-                    if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
+                    // State-Slice: a JES probe keeps to its queries' time range, each
+                    // partner for the queries whose MAXWINDOW it fits.
+                    stats.comparisons[Phase::W as usize] += 1;
+                    if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
                         continue;
                     }
-                    stats.probes += 1;
-                    let (ls, li) = partial[check.l.0];
-                    let (rs, ri) = partial[check.r.0];
-                    let lv = ks.stores[ls as usize].value(li, check.l.1);
-                    let rv = ks.stores[rs as usize].value(ri, check.r.1);
-                    fail[r.clone()].iter_mut().for_each(|w| *w = 0);
-                    match check.list {
-                        ListRef::Range(j) => self.ranges[j].pair_fail(lv, rv, &mut fail, &r, exact),
-                        ListRef::Eq(j) => self.eqs[j].pair_fail(lv, rv, &mut fail, &r, exact),
-                    }
-                    if !and_not(&mut survivors[r.clone()], &fail[r.clone()]) {
-                        alive = false;
-                        break;
-                    }
-                    stats.j_passed += 1;
                 }
-                if alive {
-                    let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
-                    self.emit(ks, child, &survivors, partial, hi_ts, out);
-                    if !c.children.is_empty() {
-                        let kept = survivors.clone();
-                        self.expand(ks, child, partial, &kept, lo_ts, hi_ts, before, exact, out, stats);
+                partial.push((c.stream, i));
+                // The lists probed: a few queries left, their own; else the group's.
+                let mut lists: Option<bool> = None;
+                for phase in order {
+                    let p = phase as usize;
+                    stats.tested[p] += 1;
+                    let alive = match phase {
+                        Phase::A => {
+                            let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
+                            stats.comparisons[p] += 1 + deferred.is_some() as u64;
+                            and_not(&mut survivors[r.clone()], &attr[r.clone()])
+                                && deferred.is_none_or(|f| and_not(&mut survivors[r.clone()], &f[r.clone()]))
+                        }
+                        Phase::W | Phase::J => {
+                            if phase == Phase::W && only.is_empty() {
+                                stats.comparisons[p] += 1;
+                                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
+                                    partial.pop();
+                                    continue 'candidates;
+                                }
+                            }
+                            let few = *lists.get_or_insert_with(|| {
+                                let few = survivors[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
+                                if few {
+                                    self.own_lists(c, &survivors, &r, &mut mine);
+                                }
+                                few
+                            });
+                            let checks = if few { &mine } else { &active }.of(phase);
+                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &r, exact, stats)
+                        }
+                    };
+                    if !alive {
+                        partial.pop();
+                        continue 'candidates;
                     }
+                    stats.passed[p] += 1;
+                }
+                self.emit(ks, child, &survivors, partial, hi_ts, out);
+                if !c.children.is_empty() {
+                    let kept = survivors.clone();
+                    self.expand(ks, child, partial, &kept, (lo_ts, hi_ts), before, None, order, exact, out, stats);
                 }
                 partial.pop();
             }
         }
+    }
+
+    /// The lists of the queries left in `survivors`, each once, in the node's order
+    /// (join lists first).
+    fn own_lists<'a>(&'a self, c: &'a Node, survivors: &[u64], r: &Words, mine: &mut PhaseLists<'a>) {
+        let lists = &mut mine.lists;
+        lists.clear();
+        for (w, &word) in survivors.iter().enumerate().take(r.end).skip(r.start) {
+            let mut word = word;
+            while word != 0 {
+                let bit = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                if let Some(checks) = c.checks_of.get(&bit) {
+                    lists.extend(checks.iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
+                }
+            }
+        }
+        lists.sort_by_key(|(check, _)| *check as *const Check);
+        lists.dedup_by_key(|(check, _)| *check as *const Check);
+        mine.split();
+    }
+
+    /// What retrieving and filtering each partner stream of a sampled tuple costs, for
+    /// all its candidate queries (`mask`) and for those its attributes leave, whatever
+    /// the current order: the time range's size, the JES probes' visits, the lists a
+    /// partner is probed against, and whether a few partners spread over the time
+    /// range pass each phase on its own.
+    #[allow(clippy::too_many_arguments)]
+    fn measure(&self, ks: &mut KeyState, root: usize, tuple: (u32, usize), mask: &[u64], fail: &[u64],
+               exact: &mut dyn Exact, stats: &mut Stats) -> Vec<[Expansion; 2]> {
+        const SAMPLED: usize = 2;
+        let floor = ks.floor.unwrap_or(i64::MIN) as i128;
+        let ts = ks.stores[tuple.0 as usize].ts(tuple.1);
+        let mut seen = Vec::new();
+        let mut group = vec![0; self.nw];
+        let mut survivors = vec![0; self.nw];
+        let mut scratch = vec![0; self.nw];
+        for &child in &self.nodes[root].children {
+            let c = &self.nodes[child];
+            let s = c.stream as usize;
+            let held = ks.stores.get(s).map_or(0, |st| st.len());
+            if held == 0 {
+                continue;
+            }
+            let mut e = [Expansion::default(); 2];
+            for v in [ALL, PRUNED] {
+                for ((g, m), n) in group.iter_mut().zip(mask).zip(&c.mask) {
+                    *g = m & n;
+                }
+                if v == PRUNED {
+                    // the tuple's attributes leave every query: the same expansion
+                    if !mask_intersects(&group, fail) {
+                        e[PRUNED] = e[ALL];
+                        continue;
+                    }
+                    and_not(&mut group, fail);
+                }
+                if group.iter().all(|&w| w == 0) {
+                    continue;
+                }
+                let widest = self.widest(&group).min(c.widest) as i128;
+                let (lo, hi) = self.narrowed(ks, c, &[tuple], &group, (ts as i128 - widest).max(floor), ts as i128 + widest);
+                stats.comparisons[Phase::W as usize] += 1;
+                if lo > hi {
+                    continue; // no retrieval in any order
+                }
+                let range = ks.stores[s].between(lo, hi);
+                let n = range.len();
+                let x = &mut e[v];
+                (x.scans, x.in_range) = (1.0, n as f64);
+                (x.join_probes, x.join_visits, x.join_found) = (1.0, n as f64, n as f64);
+                if n >= PROBE_MIN
+                    && let Some((total, chosen)) = self.cover(ks, c, 1, &[tuple], &group, n, stats)
+                {
+                    let visits = total as f64;
+                    (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
+                }
+                let r = words(&group);
+                let active = self.active(c, &group, &r);
+                x.window_lists = (n * active.of(Phase::W).len()) as f64;
+                x.join_lists = (n * active.of(Phase::J).len()) as f64;
+                let step = (n / SAMPLED).max(1);
+                for partner in range.step_by(step).take(SAMPLED) {
+                    x.sampled += 1.0;
+                    let partial = [tuple, (c.stream, partner)];
+                    let attr = self.cached_fail(&mut ks.stores[s], c.stream, partner, exact);
+                    survivors.copy_from_slice(&group);
+                    stats.comparisons[Phase::A as usize] += 1 + (v == ALL) as u64;
+                    if and_not(&mut survivors, attr) && (v == PRUNED || and_not(&mut survivors, fail)) {
+                        x.passed[Phase::A as usize] += 1.0;
+                    }
+                    let pts = ks.stores[s].ts(partner);
+                    let span = (ts.max(pts) - ts.min(pts)) as i128;
+                    survivors.copy_from_slice(&group);
+                    stats.comparisons[Phase::W as usize] += 1;
+                    if and_not(&mut survivors, self.too_narrow(span))
+                        && self.probe_lists(ks, active.of(Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
+                                            exact, stats)
+                    {
+                        x.passed[Phase::W as usize] += 1.0;
+                    }
+                    survivors.copy_from_slice(&group);
+                    if self.probe_lists(ks, active.of(Phase::J), Phase::J, &partial, &mut survivors, &mut scratch, &r, exact,
+                                        stats)
+                    {
+                        x.passed[Phase::J as usize] += 1.0;
+                    }
+                }
+            }
+            seen.push(e);
+        }
+        seen
     }
 
     /// The node's time range narrowed by each window list (a `ts` against a bound
@@ -871,8 +1098,8 @@ impl Operator {
                 continue;
             };
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((covered, _, ti)) = loosest(list, group) else { continue };
-            if covered != group {
+            let Some((_, ti)) = loosest(list, group) else { continue };
+            if !covers(list.users(), group) {
                 continue;
             }
             let (os, oi) = partial[other.0];
@@ -898,10 +1125,49 @@ impl Operator {
              hi: i128, (mints, maxts): (i64, i64), stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
         let s = c.stream as usize;
         let in_window = ks.stores[s].between(lo, hi).len();
-        if in_window < 16 || c.checks.is_empty() {
+        if in_window < PROBE_MIN || c.checks.is_empty() {
             return None;
         }
-        let mut options: Vec<(usize, usize, f64, f64, Vec<u64>)> = Vec::new();
+        let (_, chosen) = self.cover(ks, c, depth, partial, group, in_window, stats)?;
+        // Each partner once, for the queries of the probes that found it.
+        let store = &ks.stores[s];
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        let mut hits = Vec::new();
+        for (p, probe) in chosen.iter().enumerate() {
+            hits.clear();
+            // The time range of this probe's own queries (State-Slice): a partner
+            // only a wider query of the group could use is not one of theirs.
+            let w = self.widest(&probe.covered) as i128;
+            let (plo, phi) = (lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+            let visited = store.probe(probe.index, probe.lo, probe.hi, plo, phi, &mut hits) as u64;
+            stats.visited += visited;
+            stats.comparisons[probe.phase as usize] += 1 + visited;
+            found.extend(hits.iter().map(|&i| (i, p)));
+        }
+        found.sort_unstable();
+        let nw = self.nw;
+        let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
+        for (i, p) in found {
+            if indices.last() != Some(&i) {
+                indices.push(i);
+                masks.extend_from_slice(&chosen[p].covered);
+            } else {
+                let at = masks.len() - nw;
+                or_into(&mut masks[at..], &chosen[p].covered);
+            }
+        }
+        Some((indices, masks))
+    }
+
+    /// The value-index probes that would serve every query of `group`, fewest events
+    /// first, and the events they visit; None when no such cover visits fewer than
+    /// `limit`. Sizing each candidate probe (two binary searches) counts as one
+    /// comparison of its list's type.
+    #[allow(clippy::too_many_arguments)]
+    fn cover(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], limit: usize,
+             stats: &mut Stats) -> Option<(usize, Vec<IndexProbe>)> {
+        let s = c.stream as usize;
+        let mut options: Vec<ProbeOption> = Vec::new();
         for check in &c.checks {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
@@ -917,7 +1183,7 @@ impl Operator {
             }
             let (os, oi) = partial[other.0];
             let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((covered, o, _)) = loosest(list, group) else { continue };
+            let Some((o, _)) = loosest(list, group) else { continue };
             let f = list.factor.expect("a pair list").f;
             // d = l - f*r, and d >= o (lower) or d <= o (upper), solved for the partner
             let (target, above) = if partner_is_left {
@@ -931,8 +1197,9 @@ impl Operator {
             }
             let (vlo, vhi) = if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) };
             let x = ks.stores[s].index(partner_slot);
+            stats.comparisons[Phase::J as usize] += 1;
             let count = ks.stores[s].count(x, vlo, vhi);
-            options.push((count, x, vlo, vhi, covered));
+            options.push((count, x, vlo, vhi, list.users(), Phase::J));
         }
         // Attribute lists of the partner's stream: tail constants make these the
         // narrowest ranges of all.
@@ -940,61 +1207,59 @@ impl Operator {
             for &(list, slot, r) in &info.attr {
                 let (ListRef::Range(j), None) = (list, r) else { continue };
                 let list = &self.ranges[j];
-                let Some((covered, t, _)) = loosest(list, group) else { continue };
+                let Some((t, _)) = loosest(list, group) else { continue };
                 let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 if !t.is_finite() {
                     continue;
                 }
                 let (vlo, vhi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
                 let x = ks.stores[s].index(slot);
+                stats.comparisons[Phase::A as usize] += 1;
                 let count = ks.stores[s].count(x, vlo, vhi);
-                options.push((count, x, vlo, vhi, covered));
+                options.push((count, x, vlo, vhi, list.users(), Phase::A));
             }
         }
         options.sort_by_key(|o| o.0);
         let mut uncovered = group.to_vec();
         let mut chosen = Vec::new();
         let mut total = 0;
-        for (count, x, vlo, vhi, covered) in options {
-            if !mask_intersects(&uncovered, &covered) {
+        // `uncovered` stays within `group`, so a list's users stand for the group's
+        for (count, index, lo, hi, users, phase) in options {
+            if !mask_intersects(&uncovered, users) {
                 continue;
             }
             total += count;
-            if total >= in_window {
+            if total >= limit {
                 return None;
             }
-            and_not(&mut uncovered, &covered);
-            chosen.push((x, vlo, vhi, covered));
+            and_not(&mut uncovered, users);
+            let covered = users.iter().zip(group).map(|(u, g)| u & g).collect();
+            chosen.push(IndexProbe { index, lo, hi, covered, phase });
             if uncovered.iter().all(|&w| w == 0) {
-                // Each partner once, for the queries of the probes that found it.
-                let store = &ks.stores[s];
-                let mut found: Vec<(usize, usize)> = Vec::new();
-                let mut hits = Vec::new();
-                for (p, (x, vlo, vhi, covered)) in chosen.iter().enumerate() {
-                    hits.clear();
-                    // The time range of this probe's own queries (State-Slice): a partner
-                    // only a wider query of the group could use is not one of theirs.
-                    let w = self.widest(covered) as i128;
-                    let (plo, phi) = (lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
-                    stats.visited += store.probe(*x, *vlo, *vhi, plo, phi, &mut hits) as u64;
-                    found.extend(hits.iter().map(|&i| (i, p)));
-                }
-                found.sort_unstable();
-                let nw = self.nw;
-                let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
-                for (i, p) in found {
-                    if indices.last() != Some(&i) {
-                        indices.push(i);
-                        masks.extend_from_slice(&chosen[p].3);
-                    } else {
-                        let at = masks.len() - nw;
-                        or_into(&mut masks[at..], &chosen[p].3);
-                    }
-                }
-                return Some((indices, masks));
+                return Some((total, chosen));
             }
         }
         None
+    }
+
+    /// Every predicate list: its family (0 upper, 1 lower, 2 equality), the (stream,
+    /// slot) of its left side and of its right side (None for an attribute list), its
+    /// factor, and how many predicates share it (thesis Figures 3.10-3.12).
+    pub fn lists(&self) -> Vec<ListDesc> {
+        let mut out: Vec<_> = self
+            .list_of
+            .iter()
+            .map(|(key, list)| {
+                let (entries, factor) = match *list {
+                    ListRef::Range(i) => (self.ranges[i].entries.len(), self.ranges[i].factor),
+                    ListRef::Eq(i) => (self.eqs[i].entries.len(), self.eqs[i].factor),
+                };
+                (key.family, key.l, key.r, factor.map(|f| f.f), entries)
+            })
+            .filter(|l| l.4 > 0)
+            .collect();
+        out.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then(a.3.unwrap_or(0.0).total_cmp(&b.3.unwrap_or(0.0))));
+        out
     }
 
     /// Held events per stream id, over all keys (None for a stream no event of any

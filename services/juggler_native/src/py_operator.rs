@@ -18,6 +18,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::lists::{EqConst, Exact, Factor};
 use crate::operator::{Hit, Incoming, Operator, PredSpec, QuerySpec};
+use crate::ordering::{self, TypeManager};
 use crate::store::Pos;
 use crate::value::{NumKey, V, float_key};
 
@@ -45,6 +46,9 @@ struct QueryInfo {
 
 /// Sendable: the worker's HTTP thread reads its counters for /metrics. Every call
 /// holds the GIL and none releases it, so the borrow checks never see two at once.
+/// A predicate list for Python: family, left column, right column, factor, size.
+type ListRow = (&'static str, String, Option<String>, Option<f64>, usize);
+
 #[pyclass(name = "Operator", module = "juggler_native")]
 pub struct PyOperator {
     core: Operator,
@@ -129,7 +133,7 @@ fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
 
 /// For an `int` (exactly, not `bool`): its value if it fits 64 bits, else None; None
 /// for anything else.
-pub(crate) fn exact_int(ob: &Bound<'_, PyAny>) -> Option<Option<i64>> {
+fn exact_int(ob: &Bound<'_, PyAny>) -> Option<Option<i64>> {
     if !ob.is_exact_instance_of::<PyInt>() {
         return None;
     }
@@ -444,10 +448,16 @@ impl PyOperator {
 
 #[pymethods]
 impl PyOperator {
+    /// `order`: "adaptive" or a static order such as "AJW"; `period`: events between
+    /// an adaptive order's re-measures.
     #[new]
-    fn new(py: Python<'_>, retention: i64, lateness: i64, result_cls: Py<PyAny>, exact: Py<PyAny>) -> Self {
-        PyOperator {
-            core: Operator::new(retention, lateness),
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, retention: i64, lateness: i64, result_cls: Py<PyAny>, exact: Py<PyAny>, order: &str,
+           period: u64) -> PyResult<Self> {
+        let mut core = Operator::new(retention, lateness);
+        core.types = TypeManager::new(ordering::parse(order).map_err(PyValueError::new_err)?, period);
+        Ok(PyOperator {
+            core,
             streams: Vec::new(),
             stream_of: FxHashMap::default(),
             last_stream: None,
@@ -457,7 +467,7 @@ impl PyOperator {
             prefixes: PyDict::new(py).unbind(),
             prefix_list: Vec::new(),
             others: Vec::new(),
-        }
+        })
     }
 
     /// The id of a stream and the slot of one of its columns, for compiling predicates.
@@ -592,8 +602,52 @@ impl PyOperator {
         let s = self.core.stats;
         HashMap::from([
             ("events", s.events), ("candidates", s.candidates), ("probes", s.probes), ("results", s.results), ("probed", s.probed), ("scanned", s.scanned), ("visited", s.visited),
-            ("a_tested", s.a_tested), ("a_passed", s.a_passed), ("w_tested", s.w_tested), ("w_passed", s.w_passed),
-            ("j_passed", s.j_passed),
         ])
     }
+
+    /// Every predicate list as (family, left column, right column or None, factor or
+    /// None, predicates in it); family is "upper", "lower" or "eq" and columns read
+    /// "S.col".
+    fn lists(&self, py: Python<'_>) -> Vec<ListRow> {
+        let column = |(s, slot): (u32, usize)| {
+            let names = &self.streams[s as usize];
+            format!("{}.{}", names.name.bind(py), names.columns[slot].bind(py))
+        };
+        self.core
+            .lists()
+            .into_iter()
+            .map(|(family, l, r, factor, n)| (["upper", "lower", "eq"][family as usize], column(l), r.map(column), factor, n))
+            .collect()
+    }
+
+    /// The predicate type manager: the current order, reorders, and per type (A, J,
+    /// W) comparisons, partners tested and passed by each filter phase, and the
+    /// selectivity an adaptive order last measured.
+    fn ordering<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (s, t) = (&self.core.stats, &self.core.types);
+        let per_type = |values: [f64; 3]| -> PyResult<Bound<'py, PyDict>> {
+            let d = PyDict::new(py);
+            for (name, v) in ["A", "J", "W"].iter().zip(values) {
+                d.set_item(name, v)?;
+            }
+            Ok(d)
+        };
+        let d = PyDict::new(py);
+        d.set_item("order", ordering::name(t.order))?;
+        d.set_item("adaptive", t.adaptive)?;
+        d.set_item("reorders", t.reorders)?;
+        d.set_item("comparisons", per_type(s.comparisons.map(|c| c as f64))?)?;
+        d.set_item("tested", per_type(s.tested.map(|c| c as f64))?)?;
+        d.set_item("passed", per_type(s.passed.map(|c| c as f64))?)?;
+        d.set_item("selectivity", per_type(t.selectivity)?)?;
+        Ok(d)
+    }
+}
+
+/// The extension module: `juggler_native.Operator`, which `juggler.engine.native_engine`
+/// drives.
+#[pymodule]
+fn juggler_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyOperator>()?;
+    Ok(())
 }
