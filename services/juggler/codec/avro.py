@@ -48,6 +48,7 @@ from juggler.codec import framing
 from juggler.codec.jsonl import (_IDENTIFIER, InputError, StreamSchema, _names, _show,
                                  check_column_name, decode_json)
 from juggler.codec.registry import RegistryClient, RegistryError, UnknownSchemaId
+from juggler.codec.result_body import Unwritable, result_body
 from juggler.engine.events import Event, Position, Result
 from juggler.kafka import names
 from juggler.language.model import TIMESTAMP, Catalog, ColumnType
@@ -401,6 +402,11 @@ class Codec:
         # JSON-dumps the datum into) an error for every union branch it tries, which
         # made encoding results' rows most of the worker's time; the message is only
         # worth building for a record that really fails
+        if trusted and schema.full_name == RESULT:
+            try:
+                return result_body(record)
+            except (Unwritable, KeyError, TypeError, AttributeError):
+                pass  # fastavro writes it, or says what is wrong with it
         if not trusted and not validate(record, schema.parsed, raise_errors=False):
             try:
                 validate(record, schema.parsed, raise_errors=True)
