@@ -94,7 +94,10 @@ def _results(worker: Any) -> Any:
                 {"error": f"limit must be an integer from 1 to {MAX_LIMIT}"}, status=400)
         names = worker.names
         topic = names.results(query_id) if worker.own_topic(query_id) else names.all_results
-        results, positions = worker.results_store.page(query_id, topic, after, limit)
+        # in a thread: a page decodes its results (about 25 us each), so the largest
+        # would hold the event loop for a quarter of a second
+        results, positions = await asyncio.to_thread(worker.results_store.page, query_id,
+                                                     topic, after, limit)
         if not results and not _known(worker, query_id, topic):
             return web.json_response({"error": f"no query {query_id!r} is registered here "
                                                f"and no result of it is kept"}, status=404)
