@@ -3,10 +3,11 @@ Prometheus metrics. aiohttp on its own thread and event loop, so a slow client n
 holds up the processing loop; handlers read the tasks under the worker's lock, except
 the results page, which never waits for a round.
 
-A results page is read from the index on the event loop itself, not in a thread: a
-50-result page is 0.07 ms of SQLite, less than the 0.13 ms a hop to a thread costs,
-and with the page built by concatenation (`results_api.page_body`) a request costs the
-worker 0.33 ms of CPU instead of 1.41 ms (docs/benchmarks.md, section manyqueries).
+A results page is read from the index in a thread: the index keeps each result's Avro
+value and a page decodes what it returns (about 25 us a result), so the largest page
+would hold the event loop for a quarter of a second. Issue 11 kept JSON in the index
+and read pages on the loop (0.33 ms of CPU a request); issue 13 moved that decoding
+out of the worker's per-result path (docs/worker.md, "HTTP").
 
 - `GET /queries/<id>/results?after=<cursor>&limit=N`: see `results_api`;
 - `GET /queries`: the queries registered in this worker's tasks;
