@@ -23,6 +23,15 @@ def _partitions(worker: WorkerProcess) -> list[int]:
     return body["partitions"] if status == 200 else []
 
 
+def _assert_reference_results(client: Client, ref: Reference) -> None:
+    """No dead letter, and each query's results exactly the reference's."""
+    assert client.dead_letters() == []
+    expected = by_query(ref.results)
+    for qid in ("q1", "q2"):
+        actual = Counter(r.identity() for r in client.results(qid))
+        assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
+
+
 def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, tmp_path) -> None:
     app_id = unique("g")
     prefix = f"{app_id}."
@@ -65,11 +74,7 @@ def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, t
         ref.process(client.send_events(records[600:]))
         client.wait_consumed(app_id, streams, timeout=120)
 
-        assert client.dead_letters() == []
-        expected = by_query(ref.results)
-        for qid in ("q1", "q2"):
-            actual = Counter(r.identity() for r in client.results(qid))
-            assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
+        _assert_reference_results(client, ref)
     finally:
         second.stop()
         first.stop()
@@ -102,11 +107,7 @@ def test_a_group_of_workers_publishes_one_workers_results(kafka_bootstrap: str, 
         ref.process(client.send_events(generate(random.Random(13), 800, 2_000_000)))
         client.wait_consumed(app_id, [client.names.stream(s) for s in "BHKT"], timeout=120)
 
-        assert client.dead_letters() == []
-        expected = by_query(ref.results)
-        for qid in ("q1", "q2"):
-            actual = Counter(r.identity() for r in client.results(qid))
-            assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
+        _assert_reference_results(client, ref)
     finally:
         for worker in workers:
             worker.stop()
