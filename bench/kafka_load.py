@@ -12,7 +12,12 @@ topics, and measures in the same run:
   events/s from the first event produced to its group's commit covering the last one;
 - produce-to-result latency: events produced at half the worker's rate for a while,
   each result timed from the produce call of its newest source event to its arrival,
-  read_committed, at a client.
+  read_committed, at a client; then a sweep of producer rates (fractions of the
+  worker's rate), each with the rate the worker kept up and p50/p99, plotted to
+  `docs/k_rates.png`;
+- scale-out: 1, 2 and 4 workers in one consumer group on the same events (the topics
+  have 4 partitions, so 4 workers get one each), events/s per worker count, and
+  whether every count published exactly the one worker's results.
 
 Prints the table and writes it into the `K` section of the report (see
 `bench.report_sections`).
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -36,7 +42,13 @@ from bench.workloads import workload_j
 from juggler.kafka.client_config import client_config
 
 APP_ID = "juggler-bench-k"
-PARTITIONS = 2
+PARTITIONS = 4
+"""As many as the largest group below: a fifth worker would have nothing to do."""
+WORKERS = (1, 2, 4)
+SWEEP = (0.25, 0.5, 0.75, 1.0, 1.25)
+"""Producer rates of the sweep, as fractions of one worker's measured rate."""
+PLOT = "k_rates.png"
+"""The sweep's plot, written beside the report."""
 LATENESS_MS = 0
 """The worker's default. Workload J's events are produced in timestamp order and each
 task merges its stream partitions by timestamp, so none should be late, backlog or
@@ -55,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="events of workload J in the throughput runs")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-seconds", type=float, default=20.0)
+    parser.add_argument("--sweep-seconds", type=float, default=10.0,
+                        help="per producer rate of the sweep (0: no sweep)")
     parser.add_argument("--out", default="docs/benchmarks.md", help="report ('-': none)")
     args = parser.parse_args(argv)
 
@@ -70,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.bootstrap
         rows = measure_all(bootstrap, Path(tmp), workload.queries, throughput_events,
                            later, args)
+    if rows["sweep"] and args.out != "-":
+        plot(rows["sweep"], Path(args.out).parent / PLOT)
     publish(render(rows, args), args.out, "K")
     return 0
 
@@ -107,6 +123,10 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
                 latency = measure_latency(bootstrap, f"r{repeat}.", later, queries, rate,
                                           args.latency_seconds)
                 latency["late"] = _metric(worker, "juggler_late_events_total") - late
+                sweep = [measure_latency(bootstrap, f"r{repeat}.", later, queries,
+                                         f * statistics.median(workers), args.sweep_seconds,
+                                         committed=f"{APP_ID}-{repeat}")
+                         for f in SWEEP] if args.sweep_seconds > 0 else []
     floor = WorkerProcess({"bootstrap": bootstrap, "app_id": f"{APP_ID}-floor",
                            "web_port": _free_port(), "web_host": "127.0.0.1",
                            "loglevel": "warning",
@@ -117,12 +137,92 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
         _wait_registered(floor, 1)
         latency["floor"] = measure_latency(bootstrap, "floor.", later, [FLOOR_QUERY],
                                            FLOOR_RATE, args.latency_seconds)
+    groups = {n: measure_group(bootstrap, workdir, queries, events, n) for n in WORKERS}
+    reference = groups[1]["results"]
+    for row in groups.values():
+        row["equal"] = row["results"] == reference
+        log(f"  {row['workers']} worker(s): {row['rate']:,.0f} ev/s, "
+            f"{sum(row['results'].values()):,} results, equal to one worker's: {row['equal']}")
     return {"ceiling": statistics.median(ceilings), "engine": statistics.median(engines),
             "worker": statistics.median(workers), "latency": latency, "late": max(lates),
+            "sweep": sweep, "groups": groups,
             "raw": {"ceiling": ceilings, "engine": engines, "worker": workers}}
 
 
-def ceiling(bootstrap: str, prefix: str, count: int) -> float:
+def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
+                  events: list[Any], count: int) -> dict[str, Any]:
+    """`count` workers in one group on fresh topics: events/s from the first event
+    produced to the group's commit covering the last one, and the results published."""
+    from contextlib import ExitStack
+
+    from juggler.service.process import WorkerProcess
+
+    prefix, app_id = f"g{count}.", f"{APP_ID}-group-{count}"
+    with ExitStack() as stack:
+        workers = [stack.enter_context(WorkerProcess(
+            {"bootstrap": bootstrap, "app_id": app_id, "web_port": _free_port(),
+             "web_host": "127.0.0.1", "allowed_lateness": LATENESS_MS,
+             "loglevel": "warning", "topic_prefix": prefix, "partitions": PARTITIONS},
+            workdir / f"group-{count}-{i}.log")) for i in range(count)]
+        _wait_assigned(workers)
+        _register(bootstrap, prefix, queries)
+        for worker in workers:
+            _wait_registered(worker, len(queries))
+        t0 = time.perf_counter()
+        positions = _produce(bootstrap, prefix, events)
+        _wait_committed(bootstrap, app_id, positions)
+        rate = len(events) / (time.perf_counter() - t0)
+        late = sum(_metric(w, "juggler_late_events_total") for w in workers)
+    return {"workers": count, "rate": rate, "late": late,
+            "results": _results(bootstrap, prefix)}
+
+
+def _wait_assigned(workers: list[Any], timeout: float = 120.0) -> None:
+    """Until the group's rebalances are over: every partition owned, and restored."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        owned = []
+        for worker in workers:
+            status, body = worker.get("/health")
+            owned += body["partitions"] if status == 200 else [None]
+        if sorted(owned, key=str) == list(range(PARTITIONS)):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the group did not settle in {timeout:g} s")
+
+
+def _results(bootstrap: str, prefix: str) -> Counter[tuple[Any, ...]]:
+    """Every committed result on the shared results topic, as (query, key, ts, sources
+    without the topic prefix): what a worker count must publish identically."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from juggler.codec.avro import RESULT, Codec
+    from juggler.kafka.offsets import log_ends
+
+    topic, codec = f"{prefix}juggler.results", Codec()
+    ends = log_ends(AdminClient(client_config(bootstrap)), [(topic, p) for p in range(PARTITIONS)])
+    consumer = Consumer(client_config(bootstrap, **{
+        "group.id": f"results-{time.time()}", "isolation.level": "read_committed",
+        "enable.auto.commit": False, "log_level": 0}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    out: Counter[tuple[Any, ...]] = Counter()
+    try:
+        while any(tp.offset < ends[(topic, tp.partition)] for tp in consumer.position(
+                [TopicPartition(topic, p) for p in range(PARTITIONS)])):
+            for msg in consumer.consume(1000, timeout=1.0):
+                if msg.error() is None:
+                    r = codec.decode(RESULT, msg.value())
+                    out[(r["query"], r["key"], r["ts"], tuple(sorted(
+                        (s, p["topic"].removeprefix(prefix), p["partition"], p["offset"])
+                        for s, p in r["sources"].items())))] += 1
+    finally:
+        consumer.close()
+    return out
+
+
+def ceiling(bootstrap: str, prefix: str, count: int, streams: Iterable[str] = ("B", "H", "T"),
+            partitions: int = PARTITIONS) -> float:
     """confluent-kafka consume + the worker's decode of every stream record."""
     from confluent_kafka import Consumer, TopicPartition
 
@@ -132,8 +232,8 @@ def ceiling(bootstrap: str, prefix: str, count: int) -> float:
     consumer = Consumer(client_config(bootstrap, **{
         "group.id": f"ceiling-{time.time()}", "enable.auto.commit": False, "log_level": 0,
         "fetch.max.bytes": 52_428_800}))
-    topics = {f"{prefix}juggler.stream.{s}": s for s in ("B", "H", "T")}
-    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(PARTITIONS)])
+    topics = {f"{prefix}juggler.stream.{s}": s for s in streams}
+    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
     seen = 0
     t0 = time.perf_counter()
     try:
@@ -167,9 +267,11 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> float:
 
 def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
                     queries: list[tuple[str, str]], rate: float,
-                    seconds: float) -> dict[str, Any]:
+                    seconds: float, committed: str | None = None) -> dict[str, Any]:
     """Produce at `rate` events/s for `seconds`; time each result from the produce call
-    of its newest source event to its arrival at a read_committed client."""
+    of its newest source event to its arrival at a read_committed client. With
+    `committed` (the worker's group): also the rate the worker kept up, the events over
+    the time from the first produce to the group's commit covering the last one."""
     from confluent_kafka import Consumer, TopicPartition
 
     from juggler.codec.avro import Codec
@@ -225,13 +327,45 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
         count += 1
         producer.producer.poll(0)
     producer.flush()
+    kept = None
+    if committed is not None:
+        _wait_committed(bootstrap, committed, producer.last_offsets)
+        kept = count / (time.perf_counter() - t0)
     time.sleep(5.0)  # results of the last events
     stop.set()
     reader.join(5)
     consumer.close()
     ordered = sorted(latencies)
-    return {"rate": rate, "events": count, "results": len(ordered),
+    log(f"  at {rate:,.0f} ev/s: p50 {_quantile(ordered, 0.5) * 1000:,.0f} ms, p99 "
+        f"{_quantile(ordered, 0.99) * 1000:,.0f} ms" + (f", kept {kept:,.0f} ev/s" if kept else ""))
+    return {"rate": rate, "events": count, "results": len(ordered), "kept": kept,
             "p50": _quantile(ordered, 0.5), "p99": _quantile(ordered, 0.99)}
+
+
+def plot(sweep: list[dict[str, Any]], path: Path) -> None:
+    """Throughput kept and latency percentiles against the producer's rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [r["rate"] for r in sweep]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(7, 6))
+    top.plot(rates, [r["kept"] for r in sweep], "o-", label="worker (events/s kept)")
+    top.plot(rates, rates, ":", color="grey", label="producer's rate")
+    top.set_ylabel("events/s")
+    top.legend()
+    top.set_title("K: one worker, J n=100 (50% overlap), producer-rate sweep")
+    for q in ("p50", "p99"):
+        bottom.plot(rates, [r[q] * 1000 for r in sweep], "o-", label=q)
+    bottom.axhline(100, color="grey", linestyle=":", label="p99 goal (100 ms)")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("produce to result (ms)")
+    bottom.set_xlabel("producer's rate (events/s)")
+    bottom.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    log(f"plot: {path}")
 
 
 def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
@@ -274,6 +408,30 @@ def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
             f"p50 {f['p50'] * 1000:,.0f} ms, p99 {f['p99'] * 1000:,.0f} ms.",
             "",
         ]
+    if rows["sweep"]:
+        lines += [
+            f"Producer-rate sweep ({args.sweep_seconds:g} s per rate, one worker; "
+            f"![plot]({PLOT})):",
+            "",
+            "| producer events/s | fraction of the worker's rate | worker kept events/s "
+            "| p50 ms | p99 ms |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [f"| {r['rate']:,.0f} | {f:g} | {r['kept']:,.0f} | {r['p50'] * 1000:,.0f} | "
+                  f"{r['p99'] * 1000:,.0f} |" for f, r in zip(SWEEP, rows["sweep"])]
+        lines.append("")
+    groups = rows["groups"]
+    lines += [
+        f"Scale-out: workers in one group on the same events ({PARTITIONS} partitions; "
+        f"{_machine()} shared with the broker and the producer):",
+        "",
+        "| workers | events/s | x one worker | results | equal to one worker's | late |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {n} | {g['rate']:,.0f} | {g['rate'] / groups[1]['rate']:.2f} | "
+              f"{sum(g['results'].values()):,} | {'yes' if g['equal'] else '**no**'} | "
+              f"{g['late']:.0f} |" for n, g in groups.items()]
+    lines.append("")
     lines.append(f"Raw: {', '.join(f'{k} {[round(x) for x in v]}' for k, v in rows['raw'].items())}.")
     return "\n".join(lines) + "\n"
 

@@ -17,8 +17,9 @@ partition); then a backlog of `--events` events on a few keys is produced to str
 as fast as possible, and the worker's rate is the backlog over the time from the first
 event produced to its group's committed offsets covering the last one
 (`GroupProgress`). Results per event come from the worker's `juggler_results_out`
-counter. The bare engine on the same queries and events, in this process, is given
-for comparison.
+counter. The ceiling, in the same run, is confluent-kafka consuming the same topic and
+decoding every record with the worker's codec (`kafka_load.ceiling`); the bare engine
+on the same queries and events, in this process, is given for comparison.
 
 Prints the table and writes it into the `selection` section of the report (see
 `bench.report_sections`).
@@ -34,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.kafka_load import _free_port, _machine, _metric, _produce, _wait_committed, log
+from bench.kafka_load import (_free_port, _machine, _metric, _produce, _wait_committed,
+                               ceiling, log)
 from bench.report_sections import publish
 from bench.workloads import s_queries
 
@@ -109,9 +111,11 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
     rate = len(events) / elapsed
     log(f"  worker {rate:,.0f} ev/s ({elapsed:.1f} s, produced in {produced:.1f} s), "
         f"{results / len(events):.3g} results/event, {late:.0f} late")
+    top = ceiling(bootstrap, prefix, len(events), ("B",), PARTITIONS)
+    log(f"  ceiling {top:,.0f} ev/s: the worker at {rate / top:.3g} of it")
     engine, engine_results = bare_engine(queries, events[:ENGINE_EVENTS])
     log(f"  bare engine {engine:,.0f} ev/s, {engine_results:.3g} results/event")
-    return {"n": n, "events": len(events), "worker": rate, "seconds": elapsed,
+    return {"n": n, "events": len(events), "worker": rate, "ceiling": top, "seconds": elapsed,
             "produced": produced, "results": results / len(events), "late": late,
             "registered": registered, "engine": engine, "engine_results": engine_results}
 
@@ -149,7 +153,7 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
-        "### Workload S through the worker (issue 11, item 5)",
+        "### Workload S through the worker (issues 11 and 13)",
         "",
         f"{time.strftime('%Y-%m-%d')}, `python -m bench.kafka_selection --queries "
         f"{args.queries} --events {args.events} --keys {args.keys}` on {_machine()}, the "
@@ -159,13 +163,15 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         f"{args.events:,} events on {args.keys} keys produced as fast as possible, timed "
         "from the first produce to the group's commit covering the last event.",
         "",
-        "| queries | worker events/s | results/event | backlog done in | bare engine events/s "
+        "| queries | worker events/s | ceiling events/s (consume + decode) | worker / "
+        "ceiling | results/event | backlog done in | bare engine events/s "
         f"(in process, first {min(ENGINE_EVENTS, args.events):,} events) | registration "
         "(`submit_many`, until LIVE) |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['n']:,} | {r['worker']:,.0f} | {r['results']:.3g} | "
+        lines.append(f"| {r['n']:,} | {r['worker']:,.0f} | {r['ceiling']:,.0f} | "
+                     f"{r['worker'] / r['ceiling']:.3g} | {r['results']:.3g} | "
                      f"{r['seconds']:.1f} s (produced in {r['produced']:.1f} s) | "
                      f"{r['engine']:,.0f} | {r['registered']:.1f} s |")
     if len(rows) >= 2:

@@ -2,7 +2,8 @@
 middle of the stream (a rebalance moves a partition, its task is rebuilt from the
 state topic on the new owner), then leaves again; the results stay exactly the
 reference's, with no event late (lateness 0: each task merges by timestamp wherever it
-runs)."""
+runs). And 1, 2 or 4 workers sharing 4 partitions from the start publish the same
+results (scale-out by partitions)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ pytestmark = pytest.mark.integration
 def _partitions(worker: WorkerProcess) -> list[int]:
     status, body = worker.get("/health")
     return body["partitions"] if status == 200 else []
+
+
+def _assert_reference_results(client: Client, ref: Reference) -> None:
+    """No dead letter, and each query's results exactly the reference's."""
+    assert client.dead_letters() == []
+    expected = by_query(ref.results)
+    for qid in ("q1", "q2"):
+        actual = Counter(r.identity() for r in client.results(qid))
+        assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
 
 
 def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, tmp_path) -> None:
@@ -64,11 +74,40 @@ def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, t
         ref.process(client.send_events(records[600:]))
         client.wait_consumed(app_id, streams, timeout=120)
 
-        assert client.dead_letters() == []
-        expected = by_query(ref.results)
-        for qid in ("q1", "q2"):
-            actual = Counter(r.identity() for r in client.results(qid))
-            assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
+        _assert_reference_results(client, ref)
     finally:
         second.stop()
         first.stop()
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_a_group_of_workers_publishes_one_workers_results(kafka_bootstrap: str, tmp_path,
+                                                          count: int) -> None:
+    """Scale-out by partitions (4 here): 1, 2 and 4 workers in one group, every one owning
+    partitions from the start, publish exactly the reference's results, which are one
+    worker's (test_worker), so the same results whatever the worker count."""
+    app_id = unique(f"s{count}")
+    prefix = f"{app_id}."
+    workers = [WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, partitions=4,
+                             allowed_lateness=LATENESS, batch_max=50) for _ in range(count)]
+    client = Client(kafka_bootstrap, prefix)
+    client.watch = lambda: [w.revive() for w in workers]
+    ref = Reference()
+    try:
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + 90
+        while sorted(p for w in workers for p in _partitions(w)) != [0, 1, 2, 3] \
+                or not all(_partitions(w) for w in workers):
+            assert time.monotonic() < deadline, [_partitions(w) for w in workers]
+            time.sleep(0.3)
+        for qid, text in (("q1", Q1), ("q2", Q2)):
+            assert client.wait_status(client.command("REGISTER", qid, text))["status"] == "ACCEPTED"
+            ref.register(qid, text)
+        ref.process(client.send_events(generate(random.Random(13), 800, 2_000_000)))
+        client.wait_consumed(app_id, [client.names.stream(s) for s in "BHKT"], timeout=120)
+
+        _assert_reference_results(client, ref)
+    finally:
+        for worker in workers:
+            worker.stop()

@@ -103,7 +103,8 @@ def dead_letter(codec: Codec, *, topic: str, partition: int, offset: int,
 
 
 def encode_result_bounded(codec: Codec, record: Mapping[str, Any], *, topic: str,
-                          key: bytes, max_bytes: int) -> tuple[bytes, bool]:
+                          key: bytes, max_bytes: int, trusted: bool = False
+                          ) -> tuple[bytes, bool]:
     """Encode a `juggler.Result` record (`result_record`) for `topic`, sent with the
     Kafka key `key`, as (the encoded value, whether the row was omitted).
 
@@ -111,12 +112,13 @@ def encode_result_bounded(codec: Codec, record: Mapping[str, Any], *, topic: str
     that would be larger is written with an empty `row`, and the flag tells the caller
     to add `ROW_OMITTED_HEADER`; its sources remain, so a client can still read the
     events. The usual case encodes once. Raises `SchemaViolation` for a record that
-    does not fit the schema and `RecordTooLarge` when even an empty row does not fit."""
+    does not fit the schema and `RecordTooLarge` when even an empty row does not fit.
+    `trusted`: see `Codec.encode` (the worker's results are)."""
     budget = max_bytes - RECORD_OVERHEAD_BYTES - len(key)
-    data = codec.encode(RESULT, record, topic=topic)
+    data = codec.encode(RESULT, record, topic=topic, trusted=trusted)
     if len(data) <= budget:
         return data, False
-    data = codec.encode(RESULT, {**record, "row": {}}, topic=topic)
+    data = codec.encode(RESULT, {**record, "row": {}}, topic=topic, trusted=trusted)
     if len(data) > budget:
         raise RecordTooLarge(f"a result of {record.get('query')} does not fit "
                              f"{max_bytes:,} bytes even without its row ({len(data):,} "

@@ -12,12 +12,20 @@ aborted by the broker after `transaction.timeout.ms`.
 Any failure to commit leaves the engines ahead of what was committed, so the worker
 stops (`CommitFailed`, exit status 70) and its restart resumes from the committed
 offsets and state, like a Kafka Streams task closed dirty.
+
+A round's transaction runs in a thread of its own (`submit`) while the worker fetches,
+decodes and evaluates the next round: its broker round trips (add partitions, send
+offsets, end transaction) then overlap that work instead of stalling it, and librdkafka
+releases the GIL while it waits. One transaction is in flight at a time (`wait` before
+the next). Nothing is lost by going on before it commits: the engines are ahead of the
+committed state within a round anyway, and a failure still stops the process.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +34,15 @@ log = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 10_000
 """How long an abandoned transaction blocks read_committed readers of the outputs and
 the group's committed offsets (a SIGKILLed worker started under a new id)."""
+
+
+RETRY_BACKOFF_MS = 5
+"""librdkafka's first retry backoff (100 ms by default, doubling up to
+`retry.backoff.max.ms`). A transaction begun right after the previous commit meets
+CONCURRENT_TRANSACTIONS from the coordinator until that one's markers are written, and
+`send_offsets_to_transaction` retries after the backoff: with the default it was 89% of
+a live worker's commit time, ~100 ms added to every round (confluent-kafka-python
+issue 967; the Java client lowered the same backoff in KAFKA-5477)."""
 
 
 class CommitFailed(RuntimeError):
@@ -73,16 +90,41 @@ class Transactions:
             "message.max.bytes": max_record_bytes,
             "enable.idempotence": True,
             "linger.ms": 2,
+            "retry.backoff.ms": RETRY_BACKOFF_MS,
             "log_level": 3,
         })
         self.producer.init_transactions(60)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="juggler-commit")
+        self._in_flight: tuple[Future[None], Outbox] | None = None
+
+    def submit(self, outbox: Outbox, group_metadata: Any) -> None:
+        """Start committing `outbox` in the background, after the transaction in flight
+        (raises `CommitFailed` if that one failed)."""
+        self.wait()
+        if not outbox.empty():
+            self._in_flight = (self._thread.submit(self._commit, outbox, group_metadata),
+                               outbox)
+
+    def wait(self) -> None:
+        """Until the transaction in flight, if any, committed; its `then` callbacks run
+        here, in the caller's thread. Raises `CommitFailed`."""
+        if self._in_flight is None:
+            return
+        future, outbox = self._in_flight
+        self._in_flight = None
+        future.result()
+        for callback in outbox.after_commit:
+            callback()
 
     def commit(self, outbox: Outbox, group_metadata: Any) -> None:
+        """`submit`, then `wait`: committed when it returns."""
+        self.submit(outbox, group_metadata)
+        self.wait()
+
+    def _commit(self, outbox: Outbox, group_metadata: Any) -> None:
         """Produce `outbox`'s messages and commit its offsets in one transaction."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        if outbox.empty():
-            return
         producer = self.producer
         try:
             producer.begin_transaction()
@@ -101,8 +143,6 @@ class Transactions:
                 except KafkaException:
                     pass
             raise CommitFailed(f"transaction failed: {error}") from None
-        for callback in outbox.after_commit:
-            callback()
 
     def _produce(self, m: Outgoing) -> None:
         kwargs: dict[str, Any] = {"key": m.key, "value": m.value}
@@ -118,4 +158,9 @@ class Transactions:
                 self.producer.poll(0.05)
 
     def close(self) -> None:
-        self.producer.flush(10)
+        """Wait for the transaction in flight (raises `CommitFailed`), then flush."""
+        try:
+            self.wait()
+        finally:
+            self._thread.shutdown()
+            self.producer.flush(10)

@@ -7,8 +7,9 @@ partition p of every stream topic and of the fanout topic; the range assignor gi
 them to one member) and to the control task (the control topic's only partition); let
 the control task decide its commands; clear what may be taken; let every task take
 what its arrival order allows; commit everything the round produced, with the input
-offsets, in one transaction. Any failure stops the process (status 70): what the
-engines did since the last commit is not committed, and a restart resumes from there.
+offsets, in one transaction, which runs in the background while the next round fetches
+and evaluates (`Transactions.submit`). Any failure stops the process (status 70): what
+the engines did since the last commit is not committed, and a restart resumes from there.
 
 Why not Faust: the contract's arrival order needs, per task, the log-end offset of each
 input partition, pausing single partitions, and offsets committed exactly where the
@@ -93,7 +94,7 @@ class JugglerWorker:
 
     def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
         return self._encode_result(self.codec, record, topic=topic, key=key,
-                                   max_bytes=self.max_record_bytes)
+                                   max_bytes=self.max_record_bytes, trusted=True)
 
     def compiled(self, query_id: str, text: str) -> Any:
         """The query compiled once per worker: the control task and every task of the
@@ -200,7 +201,7 @@ class JugglerWorker:
         timeout = 0.1
         try:
             while not self._stop.is_set():
-                messages = consumer.consume(num_messages=settings.batch_max, timeout=timeout)
+                messages = self._fetch(timeout)
                 self._epoch += 1
                 if messages:
                     self.metrics.batches.observe(len(messages))
@@ -209,8 +210,19 @@ class JugglerWorker:
                     self._route(messages)
                     timeout = self._round()
         finally:
-            consumer.close()
-            self.transactions.close()
+            try:
+                self.transactions.close()
+            finally:
+                consumer.close()
+
+    def _fetch(self, timeout: float) -> list[Any]:
+        """What the consumer holds, up to `batch_max` records, waiting up to `timeout`
+        only while it holds nothing. Not `consume(batch_max, timeout)`: that waits for a
+        full batch or the timeout, so at a trickle every record waited the timeout."""
+        first = self.consumer.poll(timeout)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(self.settings.batch_max - 1, timeout=0)]
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         from juggler.service.control_plane import ControlTask
@@ -229,6 +241,7 @@ class JugglerWorker:
                  " and the control partition" if self.control else "")
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self.transactions.wait()  # a revoked task keeps the offsets committed for it
         with self.lock:
             for tp in partitions:
                 if tp.topic == self.names.control:
@@ -250,6 +263,7 @@ class JugglerWorker:
         control = self.control if self.control is not None and not self.control.restored \
             else None
         if fresh or control is not None:
+            self.transactions.wait()  # restore reads the state topic up to its end
             t0 = time.monotonic()
             restore.assigned(self, fresh, control)
             if fresh:
@@ -300,6 +314,7 @@ class JugglerWorker:
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             self._commit(outbox, counts, group)
+            self.transactions.wait()  # clearance below asks for the committed control offset
         self._update_positions()
         self._clear()
         outbox, counts = Outbox(), RoundCounts()
@@ -327,13 +342,15 @@ class JugglerWorker:
         return 0.1
 
     def _commit(self, outbox: Any, counts: Any, group: Any) -> None:
+        """Submit the round's transaction; it commits while the next round runs.
+        `_committed` counts it as committed at once: if it fails, the process stops."""
         for tp, offset in list(outbox.offsets.items()):
             if self._committed.get(tp) == offset:
                 del outbox.offsets[tp]
         if outbox.empty():
             return
         outbox.then(lambda: self.metrics.count(counts))
-        self.transactions.commit(outbox, group)
+        self.transactions.submit(outbox, group)
         self._committed.update(outbox.offsets)
 
     def _update_positions(self) -> None:
