@@ -11,11 +11,8 @@ million, and many readers do not slow the worker (SQLite in WAL mode: readers ne
 wait for the writer). Cursors are the same as before: per partition of the query's
 topic, the next offset to read.
 
-Each result is kept as the Avro value the topic holds, and turned into the JSON text
-the API sends when a page asks for it (`results_api.page_body` concatenates them). The
-thread shares the worker's GIL, and decoding every result and writing it as JSON there
-was a fifth of the worker's time at 100 join queries (issue 13), paid for every result
-whether a client ever reads it or not; a page of 100 costs about 2 ms more instead.
+Each result is kept as the JSON text the API sends, so a page is a concatenation of
+rows (`results_api.page_body`), with nothing decoded or encoded per request.
 
 Why SQLite: it is in the standard library, indexes and pages exactly as needed, and
 needs no server. The table lives in a temporary file and is rebuilt from the topics at
@@ -40,7 +37,7 @@ log = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     query TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
-    offset INTEGER NOT NULL, value BLOB NOT NULL,
+    offset INTEGER NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (query, topic, partition, offset)) WITHOUT ROWID;
 """
 
@@ -115,8 +112,8 @@ class ResultsStore:
         finally:
             consumer.close()
 
-    def append(self, rows: list[tuple[str, str, int, int, bytes]], ends: dict[TP, int]) -> None:
-        """Add (query, topic, partition, offset, Avro value) rows, then move the indexed
+    def append(self, rows: list[tuple[str, str, int, int, str]], ends: dict[TP, int]) -> None:
+        """Add (query, topic, partition, offset, JSON text) rows, then move the indexed
         ends: in this order, so a reader never sees an end before the rows below it."""
         if rows:
             conn = self._connection()
@@ -140,37 +137,33 @@ class ResultsStore:
             consumer.incremental_assign(new)
         return new
 
-    def _row(self, m: Any) -> tuple[str, str, int, int, bytes] | None:
-        """The worker's results carry their query in a header; a record without one is
-        decoded to find it."""
-        value = m.value() or b""
+    def _row(self, m: Any) -> tuple[str, str, int, int, str] | None:
+        """A result as its row of the index. Decoded as trusted (a worker wrote it, so it
+        is not encoded again to prove it minimal: that was most of what this thread
+        spent of the worker's GIL); a number that is not finite, which only another
+        producer could have written, still never reaches a page as invalid JSON."""
         query = dict(m.headers() or ()).get(QUERY_HEADER)
-        if query is not None:
-            qid = query.decode("utf-8", "replace")
-        else:
-            qid = self._record(value).get("query")
-            if qid is None:
-                return None
-        return qid, m.topic(), m.partition(), m.offset(), value
-
-    def _record(self, value: bytes) -> dict[str, Any]:
         try:
-            return self.codec.decode(RESULT, value, trusted=True)
+            record = self.codec.decode(RESULT, m.value(), trusted=True)
         except CodecError as exc:
-            return {"error": exc.reason}
-
-    def _text(self, topic: str, partition: int, offset: int, value: bytes) -> str:
-        """A result as the API sends it: the record and where it stands."""
-        record = self._record(value)
-        record["position"] = {"topic": topic, "partition": partition, "offset": offset}
-        return json.dumps(record)
+            record = {"error": exc.reason}
+        qid = query.decode("utf-8", "replace") if query is not None else record.get("query")
+        if qid is None:
+            return None
+        position = {"topic": m.topic(), "partition": m.partition(), "offset": m.offset()}
+        try:
+            text = json.dumps(record | {"position": position}, allow_nan=False)
+        except ValueError:
+            text = json.dumps({"error": "the result holds a number that is not finite",
+                               "position": position})
+        return qid, m.topic(), m.partition(), m.offset(), text
 
     # reading: the HTTP thread -----------------------------------------------------
 
     def page(self, query_id: str, topic: str, after: dict[int, int], limit: int
              ) -> tuple[list[str], dict[int, int]]:
         """Up to `limit` results of `query_id` on `topic` after the cursor, partition by
-        partition, as the JSON texts the API sends (a page is their concatenation),
+        partition, as the JSON texts the index keeps (a page is their concatenation),
         and the cursor after them (a partition read to its indexed end moves to it)."""
         conn = self._connection()
         indexed = {p: end for (t, p), end in list(self.indexed.items()) if t == topic}
@@ -181,10 +174,10 @@ class ResultsStore:
             if left <= 0:
                 break
             rows = conn.execute(
-                "SELECT offset, value FROM results WHERE query = ? AND topic = ? "
+                "SELECT offset, record FROM results WHERE query = ? AND topic = ? "
                 "AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?",
                 (query_id, topic, p, positions[p], indexed[p], left)).fetchall()
-            results.extend(self._text(topic, p, offset, value) for offset, value in rows)
+            results.extend(record for _, record in rows)
             positions[p] = rows[-1][0] + 1 if len(rows) == left else max(positions[p], indexed[p])
         return results, positions
 
