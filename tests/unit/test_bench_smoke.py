@@ -8,6 +8,7 @@ sizes are small because the baseline's nested loops are slow.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import sys
 from collections import Counter
@@ -69,3 +70,13 @@ def test_workloads_are_deterministic(name: str, params: dict) -> None:
     assert first == again
     stamps = [ts for _, _, ts, _, _ in first]
     assert stamps == sorted(stamps), "events arrive in timestamp order"
+
+
+@pytest.mark.parametrize("module", sorted(
+    ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for path in (ROOT / "bench").rglob("*.py") if path.name != "__main__.py"))
+def test_every_benchmark_module_imports(module: str) -> None:
+    """The benchmark commands run outside pytest, so a module that no longer imports (a
+    syntax error in a report's text once went unnoticed) would only show in the README's
+    benchmark command."""
+    importlib.import_module(module)
