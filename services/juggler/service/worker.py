@@ -205,6 +205,10 @@ class JugglerWorker:
                 self._epoch += 1
                 if messages:
                     self.metrics.batches.observe(len(messages))
+                else:
+                    # idle: nothing to overlap, so let the transaction in flight finish
+                    # and its round's counts reach the metrics now, not a round later
+                    self.transactions.wait()
                 self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
                 with self.lock:
                     self._route(messages)
