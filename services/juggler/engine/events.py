@@ -80,13 +80,12 @@ class EngineConfig:
 
     `retention` (ms) is the lower bound of the horizon H; every registered MAXWINDOW
     raises H (DESIGN section 3). `order` is "adaptive" or a static order of the three
-    predicate types such as "AJW". `bucket_ms` is the width of a WES time bucket.
+    predicate types such as "AJW".
     """
 
     allowed_lateness: int = 0
     retention: int = 0
     order: str = "adaptive"
-    bucket_ms: int = 1000
     reorder_every: int = 128
 
 

@@ -16,8 +16,8 @@ are ordered by arrival where DESIGN orders them by position.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
