@@ -23,7 +23,9 @@ EXACT_INT = 2**53
 """Ints beyond this are not all doubles; comparing them uses the exact slow path."""
 
 _BAND = 2.0**-48
-"""Relative error allowed for `x - m*y` computed in floats (a few ulps, generously)."""
+"""Relative error allowed for `x - m*y` computed in floats (a few ulps, generously):
+`d = x - m*y` is within `(|x| + 2|m*y| + |d|) * _BAND` of the exact value. The Spark
+filters use it; the native operator's pair lists use twice it."""
 
 
 def to_float(value: Fraction) -> float:
@@ -71,13 +73,6 @@ def equality_key(constant: Key) -> Key | None:
 def exact_difference(x: Number, factor: Fraction, y: Number) -> Fraction:
     """`x - factor * y` in exact arithmetic."""
     return Fraction(x) - factor * Fraction(y)
-
-
-def float_difference(x: Number, factor: float, y: Number) -> tuple[float, float]:
-    """`x - factor * y` in floats and a bound on its distance from the exact value."""
-    product = factor * y
-    diff = x - product
-    return diff, (abs(x) + 2.0 * abs(product) + abs(diff)) * _BAND + 1e-300
 
 
 def is_number(value: object) -> bool:

@@ -116,11 +116,6 @@ class Transactions:
         for callback in outbox.after_commit:
             callback()
 
-    def commit(self, outbox: Outbox, group_metadata: Any) -> None:
-        """`submit`, then `wait`: committed when it returns."""
-        self.submit(outbox, group_metadata)
-        self.wait()
-
     def _commit(self, outbox: Outbox, group_metadata: Any) -> None:
         """Produce `outbox`'s messages and commit its offsets in one transaction."""
         from confluent_kafka import KafkaException, TopicPartition

@@ -18,7 +18,7 @@ MAXWINDOW hold: exactly DESIGN section 3's results when all events are accepted 
   - A pair predicate over integer columns with an integer factor is computed in
     DECIMAL, which is exact; `x op y` over two doubles is compared as it is.
   - Any other numeric pair predicate `x op f*y + k` is computed in doubles with the
-    engine's error bound (`exact.float_difference`). Outside the bound the double
+    engine's error bound (`exact._BAND`). Outside the bound the double
     comparison is the answer. Inside it the row is kept and flagged `near_<i>`; the
     caller then decides those rows with `Fraction`s (`exact_holds`).
 
@@ -59,7 +59,7 @@ INTEGRAL = frozenset({"int", "long"})
 FLOATING = frozenset({"float", "double"})
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DECIMAL_LIMIT = 10**35  # beyond any difference of two longs times a factor < 2**31
-_BAND = "CAST('3.552713678800501e-15' AS DOUBLE)"  # 2**-48, as in exact.float_difference
+_BAND = "CAST('3.552713678800501e-15' AS DOUBLE)"  # 2**-48, exact._BAND
 _SQL_OP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "=", Op.NE: "<>"}
 
 
@@ -191,7 +191,7 @@ class _Statement:
         return None
 
     def near_pair(self, p: PairPredicate, x: str, y: str) -> None:
-        """`x - f*y op k` in doubles, `b` bounding its error (`exact.float_difference`):
+        """`x - f*y op k` in doubles, `b` bounding its error (`exact._BAND`):
         outside [d - b, d + b] the double comparison is exact; inside, the row is kept
         with `near_<i>` set for `exact_holds`."""
         i = len(self.near)
