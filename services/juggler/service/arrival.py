@@ -22,7 +22,7 @@ command, the others after (each side by `ts`).
 
 Records are only taken once *cleared* (`cleared_epoch`): the worker clears the records
 fetched before a moment at which it knew every command accepted so far (see
-`juggler.service.clearance`), so no barrier can later turn out to lie below a record
+`JugglerWorker._clear`), so no barrier can later turn out to lie below a record
 already taken. A record that did not decode has no `ts` and changes no state: it is
 taken (dead-lettered) as soon as it is at the head of its partition.
 """
@@ -115,10 +115,15 @@ class ArrivalOrder:
         self.barrier_position: int | None = None
         """The fanout partition's next offset to deliver (past markers)."""
         self.cleared_epoch = -1
+        self.newest_epoch = -1
+        """The fetch epoch of the newest record added: nothing needs clearing while it
+        is not above `cleared_epoch`."""
 
     def add(self, stream: str, record: Pending, now: float = 0.0) -> None:
         inp = self.inputs[stream]
         inp.buffer.append(record)
+        if record.epoch > self.newest_epoch:
+            self.newest_epoch = record.epoch
         inp.idle_deadline = None
         inp.last_record_at = now
 

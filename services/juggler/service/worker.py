@@ -86,6 +86,12 @@ class JugglerWorker:
         """Tasks revoked by the rebalance under way: kept until the assignment shows
         whether they come back (then `restore.assigned` reuses them)."""
         self._clearances: dict[int, list[tuple[int, int]]] = {}
+        """Per task: (fetch epoch, fanout log end) of clearances asked for; the epoch's
+        records are cleared once the task's fanout position reaches that end."""
+        self._control_committed: int | None = None
+        self._control_known = False
+        """Whether `_control_committed` is the group's committed control offset: known
+        while this worker owns the control partition (asked once, then what it commits)."""
         self._epoch = 0
         self._paused: set[tuple[str, int]] = set()
         self.stream_of_topic = {self.names.stream(s): s for s in self.streams}
@@ -236,6 +242,7 @@ class JugglerWorker:
             for tp in partitions:
                 if tp.topic == self.names.control:
                     self.control = ControlTask(self)
+                    self._control_known = False
                 elif tp.partition not in self.tasks:
                     task = self._revoked.pop(tp.partition, None)
                     self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
@@ -250,6 +257,7 @@ class JugglerWorker:
             for tp in partitions:
                 if tp.topic == self.names.control:
                     self.control = None
+                    self._control_known = False
                     self._assigned = self.ready = False
                 elif tp.partition in self.tasks:
                     self._assigned = self.ready = False
@@ -318,7 +326,10 @@ class JugglerWorker:
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             self._commit(outbox, counts, group)
-            self.transactions.wait()  # clearance below asks for the committed control offset
+            self.transactions.wait()  # clearance below needs the control offset committed
+            committed = self._committed.get((self.names.control, 0))
+            if committed is not None:
+                self._control_committed, self._control_known = committed, True
         self._update_positions()
         self._clear()
         outbox, counts = Outbox(), RoundCounts()
@@ -378,20 +389,55 @@ class JugglerWorker:
         barrier below them that a task has not seen (DESIGN 4a): every control record
         up to the control log's end is decided and committed (the group's committed
         control offset reached it), and each task has fetched its fanout partition up to
-        where it ended after that."""
+        where it ended after that.
+
+        One broker request per clearance when this worker owns the control partition
+        (it knows what it committed there), two otherwise, and none for a task whose
+        buffered records were all fetched before a clearance already asked for:
+
+        1. the committed control offset C, known or asked now (moment M0);
+        2. in one request (moment M1, after M0): the control log end E, the fanout log
+           end F of each waiting task, and the log end of the waiting tasks' empty
+           stream partitions (what an idle partition needs before a record may go past
+           it, `arrival`; asked here it costs no round trip of its own).
+
+        If C >= E, every command in the control log at M1 was decided and its fanout
+        copies committed by M0. A command whose barrier could lie at or below a record
+        fetched before M0 was accepted before that record was appended, so it is in
+        the control log at M1 and its copies are below F: a task that has fetched its
+        fanout partition up to F has seen it. A command accepted after M0 has a
+        barrier above every record fetched before. Timing only decides how soon."""
         from juggler.kafka.offsets import group_offsets, log_ends
 
-        waiting = [p for p, t in self.tasks.items()
-                   if t.restored and t.order.cleared_epoch < self._epoch and t.order.buffered()]
+        waiting = []
+        for p, t in self.tasks.items():
+            order = t.order
+            if not t.restored or order.newest_epoch <= order.cleared_epoch \
+                    or not order.buffered():
+                continue
+            asked = max((e for e, _ in self._clearances.get(p, ())), default=-1)
+            if order.newest_epoch > asked:
+                waiting.append(p)
         if waiting:
             epoch = self._epoch
             control = (self.names.control, 0)
-            end = log_ends(self.admin, [control])[control]
-            committed = group_offsets(self.admin, self.settings.app_id, [control])[control]
+            if self.control is not None and self._control_known:
+                committed = self._control_committed
+            else:
+                committed = group_offsets(self.admin, self.settings.app_id, [control])[control]
+                if self.control is not None:  # only this worker commits there now
+                    self._control_committed, self._control_known = committed, True
+            fanout = {p: (self.names.fanout, p) for p in waiting}
+            idle = {(self.names.stream(inp.stream), p): inp for p in waiting
+                    for inp in self.tasks[p].order.inputs.values() if not inp.buffer}
+            asked_at = time.monotonic()
+            ends = log_ends(self.admin, [control, *fanout.values(), *idle])
+            for tp, inp in idle.items():
+                inp.end, inp.end_at, inp.end_epoch = ends[tp], asked_at, epoch
+            end = ends[control]
             if end == 0 or (committed is not None and committed >= end):
-                fanout = log_ends(self.admin, [(self.names.fanout, p) for p in waiting])
                 for p in waiting:
-                    self._clearances.setdefault(p, []).append((epoch, fanout[(self.names.fanout, p)]))
+                    self._clearances.setdefault(p, []).append((epoch, ends[fanout[p]]))
         for p, pending in self._clearances.items():
             order = self.tasks[p].order
             position = order.barrier_position or 0
