@@ -14,18 +14,22 @@ stops (`CommitFailed`, exit status 70) and its restart resumes from the committe
 offsets and state, like a Kafka Streams task closed dirty.
 
 A round's transaction runs in a thread of its own (`submit`) while the worker fetches,
-decodes and evaluates the next round: its broker round trips (add partitions, send
+decodes and evaluates the next rounds: its broker round trips (add partitions, send
 offsets, end transaction) then overlap that work instead of stalling it, and librdkafka
-releases the GIL while it waits. One transaction is in flight at a time (`wait` before
-the next). Nothing is lost by going on before it commits: the engines are ahead of the
-committed state within a round anyway, and a failure still stops the process.
+releases the GIL while it waits. One transaction is in flight at a time. What rounds
+submit while it is in flight is queued, merged into one outbox (in submission order),
+and committed by the same thread the moment the one in flight is done: the loop never
+waits for a commit to hand over its round, so a record waits for at most the rest of
+the transaction in flight, then its own, instead of also the loop's next round. Nothing
+is lost by going on before it commits: the engines are ahead of the committed state
+within a round anyway, and a failure still stops the process.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +47,11 @@ CONCURRENT_TRANSACTIONS from the coordinator until that one's markers are writte
 `send_offsets_to_transaction` retries after the backoff: with the default it was 89% of
 a live worker's commit time, ~100 ms added to every round (confluent-kafka-python
 issue 967; the Java client lowered the same backoff in KAFKA-5477)."""
+
+
+QUEUE_MAX = 20_000
+"""Messages queued behind the transaction in flight before `submit` waits for it: at a
+backlog the loop would otherwise run ahead of the commits without bound."""
 
 
 class CommitFailed(RuntimeError):
@@ -78,6 +87,13 @@ class Outbox:
     def empty(self) -> bool:
         return not self.messages and not self.offsets
 
+    def merge(self, later: Outbox) -> None:
+        """Append a later round's outbox: its messages after these, its offsets over
+        these (they only move forward), its callbacks after these."""
+        self.messages.extend(later.messages)
+        self.offsets.update(later.offsets)
+        self.after_commit.extend(later.after_commit)
+
 
 class Transactions:
     def __init__(self, client_config: dict[str, Any], instance_id: str, max_record_bytes: int) -> None:
@@ -94,27 +110,77 @@ class Transactions:
             "log_level": 3,
         })
         self.producer.init_transactions(60)
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="juggler-commit")
-        self._in_flight: tuple[Future[None], Outbox] | None = None
+        self._cond = threading.Condition()
+        self._busy = False
+        """A transaction is in flight (the commit thread runs)."""
+        self._queued: tuple[Outbox, Any] | None = None
+        """What was submitted since, merged, for the next transaction."""
+        self._committed: list[Callable[[], None]] = []
+        """Callbacks of committed transactions, to run in the caller's thread."""
+        self._failed: BaseException | None = None
 
     def submit(self, outbox: Outbox, group_metadata: Any) -> None:
-        """Start committing `outbox` in the background, after the transaction in flight
-        (raises `CommitFailed` if that one failed)."""
-        self.wait()
-        if not outbox.empty():
-            self._in_flight = (self._thread.submit(self._commit, outbox, group_metadata),
-                               outbox)
+        """Commit `outbox` in the background: at once if no transaction is in flight,
+        else together with everything else submitted meanwhile, as soon as that one is
+        done. Raises `CommitFailed` if an earlier transaction failed; runs the
+        callbacks of those committed since the last call."""
+        self._callbacks()
+        if outbox.empty():
+            return
+        with self._cond:
+            while self._busy and self._queued is not None \
+                    and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:
+                self._cond.wait()  # the loop is far ahead of the commits: let them catch up
+            if self._failed is not None:
+                raise CommitFailed("an earlier transaction failed") from self._failed
+            if self._busy:
+                if self._queued is None:
+                    self._queued = (outbox, group_metadata)
+                else:
+                    self._queued[0].merge(outbox)
+                    self._queued = (self._queued[0], group_metadata)
+                return
+            self._busy = True
+        threading.Thread(target=self._run, args=(outbox, group_metadata),
+                         name="juggler-commit", daemon=True).start()
 
     def wait(self) -> None:
-        """Until the transaction in flight, if any, committed; its `then` callbacks run
-        here, in the caller's thread. Raises `CommitFailed`."""
-        if self._in_flight is None:
-            return
-        future, outbox = self._in_flight
-        self._in_flight = None
-        future.result()
-        for callback in outbox.after_commit:
+        """Until everything submitted is committed; the `then` callbacks run here, in
+        the caller's thread. Raises `CommitFailed`."""
+        with self._cond:
+            while self._busy and self._failed is None:
+                self._cond.wait()
+        self._callbacks()
+
+    def _callbacks(self) -> None:
+        with self._cond:
+            if isinstance(self._failed, CommitFailed):
+                raise self._failed
+            if self._failed is not None:
+                raise CommitFailed(f"transaction failed: {self._failed!r}") from self._failed
+            done, self._committed = self._committed, []
+        for callback in done:
             callback()
+
+    def _run(self, outbox: Outbox, group_metadata: Any) -> None:
+        """The commit thread: the outbox, then whatever was queued meanwhile, until
+        nothing is left (or a transaction fails: the worker stops)."""
+        while True:
+            try:
+                self._commit(outbox, group_metadata)
+            except BaseException as exc:  # noqa: BLE001 - handed to the worker's thread
+                with self._cond:
+                    self._failed, self._busy, self._queued = exc, False, None
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._committed.extend(outbox.after_commit)
+                if self._queued is None:
+                    self._busy = False
+                    self._cond.notify_all()
+                    return
+                (outbox, group_metadata), self._queued = self._queued, None
+                self._cond.notify_all()
 
     def _commit(self, outbox: Outbox, group_metadata: Any) -> None:
         """Produce `outbox`'s messages and commit its offsets in one transaction."""
@@ -153,9 +219,8 @@ class Transactions:
                 self.producer.poll(0.05)
 
     def close(self) -> None:
-        """Wait for the transaction in flight (raises `CommitFailed`), then flush."""
+        """Wait for the transactions submitted (raises `CommitFailed`), then flush."""
         try:
             self.wait()
         finally:
-            self._thread.shutdown()
             self.producer.flush(10)
