@@ -419,11 +419,10 @@ def test_several_idle_partitions_are_all_asked_again() -> None:
     caught_up(order, "B", 1)
     caught_up(order, "H", 0)
     order.inputs["T"].position, order.inputs["T"].end = 0, 1
-    assert order.next(1.0) == Wait()  # T has a record in the log: not idle yet; H is
+    assert order.next(1.0) == Wait()  # T has a record in the log: no idling yet
     caught_up(order, "T", 1)  # it was a transaction marker
-    assert order.next(1.2) == Wait(until=1.5)  # H idle from 1.0, T from 1.2
+    assert order.next(1.2) == Wait(until=1.7)
     h, t = order.inputs["H"], order.inputs["T"]
-    assert order.next(1.5) == Wait(refresh=(h,), until=1.7)
     assert order.next(1.7) == Wait(refresh=(h, t))
     h.end_at = 1.7
     assert order.next(1.7) == Wait(refresh=(t,))
@@ -536,11 +535,12 @@ def test_record_of_a_cleared_epoch_in_a_mixed_buffer() -> None:
     assert taken == [("B", 1)]
 
 
-def test_an_idle_partition_is_waited_for_from_when_it_became_idle() -> None:
-    """A burst after a pause: K became idle a moment ago (its last record taken), so
-    the burst waits for it the rest of max_idle_ms; T has been silent for longer than
-    max_idle_ms (never spoke), so it holds back nothing, once its end is asked again
-    after the burst's records were fetched."""
+def test_a_new_burst_waits_again_for_recently_active_partitions_only() -> None:
+    """One producer writing two topics after a pause: B's records may be fetched a
+    moment before K's. K was active a moment ago, so the burst waits for it again;
+    T has been silent for longer than DORMANT_AFTER, so it is not waited for again."""
+    from juggler.service.arrival import DORMANT_AFTER
+
     order = ArrivalOrder(["B", "K", "T"], 500)
     order.cleared_epoch = 10
     caught_up(order, "T", 0)
@@ -552,25 +552,14 @@ def test_an_idle_partition_is_waited_for_from_when_it_became_idle() -> None:
     for s in "BK":
         caught_up(order, s, 1, at=0.0)
         order.inputs[s].position = 1
-    assert take_all(order, 0.0)[1] == Wait(until=0.5)  # T: first seen idle now
-    caught_up(order, "T", 0, at=0.6, epoch=0)  # asked after the deadline: still nothing
-    # K 0 taken at 0.6: K idle from then (until 1.1); B 0 waits for it
-    assert take_all(order, 0.6) == ([("K", 0)], Wait(until=1.1))
-    assert take_all(order, 1.0) == ([], Wait(until=1.1))  # the deadline does not move
-    caught_up(order, "K", 1, at=1.2, epoch=0)
-    assert take_all(order, 1.2) == ([("B", 0)], Wait())  # B idle from 1.2 (until 1.7)
-    order.add("B", Pending(1, 2000, 5, ("B", 1)), now=1.3)
+    assert take_all(order, 0.0)[1] == Wait(until=0.5)  # T: a first wait
+    caught_up(order, "T", 0, at=0.6)  # asked again after the deadline: still nothing
+    assert take_all(order, 0.6) == ([("K", 0)], Wait(until=1.1))  # K waited for once
+    caught_up(order, "K", 1, at=1.2)
+    assert take_all(order, 1.2) == ([("B", 0)], Wait())  # dry
+    now = DORMANT_AFTER / 2  # K spoke a moment ago; T long ago (never)
+    order.add("B", Pending(1, 2000, 5, ("B", 1)), now=now)
     fetch(order, "B", [], position=2)
-    k, t = order.inputs["K"], order.inputs["T"]
-    # K idle for 0.7 s, T for longer: neither is waited for, both ends asked again
-    assert order.next(1.3) == Wait(refresh=(k, t))
-    for inp in (k, t):
-        inp.end_at, inp.end_epoch = 1.3, 5
-    assert take_all(order, 1.3) == ([("B", 1)], Wait())
-    order.add("K", Pending(1, 2500, 6, ("K", 1)), now=1.4)
-    fetch(order, "K", [], position=2)
-    order.add("B", Pending(2, 3000, 6, ("B", 2)), now=1.4)
-    fetch(order, "B", [], position=3)
-    t.end_epoch = 6
-    taken, wait = take_all(order, 1.4)
-    assert taken == [("K", 1)] and wait == Wait(until=1.9)  # K idle anew from 1.4
+    assert order.next(now) == Wait(until=now + 0.5)
+    assert order.inputs["K"].idle_deadline == now + 0.5  # waited for anew
+    assert order.inputs["T"].idle_deadline == 0.5  # dormant: its old deadline stands

@@ -6,11 +6,12 @@ streams' fixed order); within one stream partition offset order is kept. It neve
 a record while another stream partition has records in the log that it has not fetched
 (position below the log-end offset): so a backlog of any size comes out in exactly one
 order, whatever the fetch timing. A stream partition that is caught up and has nothing
-buffered is idle; the task waits for it at most `max_idle_ms`, measured from when it
-became idle (its last record taken, or first seen caught up and empty), and once past
-that goes on without it until it gets a record again: a partition that has been silent
-for longer than `max_idle_ms` holds back no record at all (Kafka Streams'
-`max.task.idle.ms` waits once per task, from when it first finds a partition empty).
+buffered is idle; the task waits for it at most `max_idle_ms`, measured from when it was
+first seen idle while another partition had a record waiting (Kafka Streams'
+`max.task.idle.ms`), and once past that goes on without it until it gets a record again
+or the task runs dry: a new burst after a quiet moment waits again for every partition
+that had a record within `DORMANT_AFTER` seconds (a stream that has been silent longer,
+or never spoke, is not waited for again and again).
 Before taking a record past an idle partition, that partition's log end must have been
 asked after the deadline and after the record was fetched: a record already in the log
 when the taken one arrived is never overtaken, however long the partition was idle.
@@ -31,6 +32,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+DORMANT_AFTER = 60.0
+"""Seconds after its last record when an idle partition stops being waited for anew at
+each burst: one producer writing several topics sends each topic's records in its own
+batches, so a burst after a pause may reach one topic a moment before another."""
+
 
 @dataclass(slots=True)
 class Pending:
@@ -69,7 +76,7 @@ class Input:
     """The worker's fetch epoch when the log end was asked (records of a later epoch
     arrived after it)."""
     idle_deadline: float | None = None
-    """`max_idle_ms` after it became idle; None while it has records."""
+    last_record_at: float = float("-inf")
 
     def next_offset(self) -> int | None:
         """The offset of the next record to take: everything below it is processed."""
@@ -108,7 +115,6 @@ class ArrivalOrder:
         self.barrier_position: int | None = None
         """The fanout partition's next offset to deliver (past markers)."""
         self.cleared_epoch = -1
-        self._now = 0.0
         self.newest_epoch = -1
         """The fetch epoch of the newest record added: nothing needs clearing while it
         is not above `cleared_epoch`."""
@@ -119,6 +125,7 @@ class ArrivalOrder:
         if record.epoch > self.newest_epoch:
             self.newest_epoch = record.epoch
         inp.idle_deadline = None
+        inp.last_record_at = now
 
     def add_barrier(self, barrier: Barrier) -> None:
         self.barriers.append(barrier)
@@ -127,7 +134,6 @@ class ArrivalOrder:
         return sum(len(i.buffer) for i in self.inputs.values())
 
     def next(self, now: float) -> Step:
-        self._now = now
         barrier = self.barriers[0] if self.barriers else None
         best: Input | None = None
         blocked = False
@@ -158,21 +164,23 @@ class ArrivalOrder:
                 blocked = True  # the end was asked before the barrier's records came
                 refresh.append(inp)
             else:
-                if inp.idle_deadline is None:  # first seen idle
-                    inp.idle_deadline = now + self.max_idle
                 idle.append(inp)
         if blocked:
             return Wait(tuple(refresh))
         if best is None:
             if barrier is not None:
                 return Apply(barrier)
+            for inp in idle:  # dry: the next burst waits for the recently active anew
+                if now - inp.last_record_at <= DORMANT_AFTER:
+                    inp.idle_deadline = None
             return Wait()
         until = None
         for inp in idle:
-            deadline = inp.idle_deadline if inp.idle_deadline is not None else now
-            if now < deadline:
-                until = deadline if until is None else min(until, deadline)
-            elif inp.end_at < deadline or inp.end_epoch < best.buffer[0].epoch:
+            if inp.idle_deadline is None:
+                inp.idle_deadline = now + self.max_idle
+            if now < inp.idle_deadline:
+                until = inp.idle_deadline if until is None else min(until, inp.idle_deadline)
+            elif inp.end_at < inp.idle_deadline or inp.end_epoch < best.buffer[0].epoch:
                 refresh.append(inp)  # ask the log end again before going on without it
         if until is not None or refresh:
             return Wait(tuple(refresh), until)
@@ -180,10 +188,7 @@ class ArrivalOrder:
 
     def pop(self, step: Take | Apply) -> None:
         if isinstance(step, Take):
-            inp = step.input
-            inp.buffer.popleft()
-            if not inp.buffer:  # idle from now, if caught up
-                inp.idle_deadline = self._now + self.max_idle
+            step.input.buffer.popleft()
         else:
             self.barriers.popleft()
 
