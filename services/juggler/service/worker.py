@@ -91,7 +91,8 @@ class JugglerWorker:
         self._control_committed: int | None = None
         self._control_known = False
         """Whether `_control_committed` is the group's committed control offset: known
-        while this worker owns the control partition (asked once, then what it commits)."""
+        while this worker owns the control partition, from when it asked until it
+        commits there again."""
         self._epoch = 0
         self._paused: set[tuple[str, int]] = set()
         self.stream_of_topic = {self.names.stream(s): s for s in self.streams}
@@ -327,9 +328,10 @@ class JugglerWorker:
             self.control.run(outbox, counts)
             self._commit(outbox, counts, group)
             self.transactions.wait()  # clearance below needs the control offset committed
-            committed = self._committed.get((self.names.control, 0))
-            if committed is not None:
-                self._control_committed, self._control_known = committed, True
+            # and asks it of the group once more: commit_transaction returns before the
+            # broker has written the markers that make the fanout copies readable, and
+            # the group answers a stable offset only once its own marker is written
+            self._control_known = False
         self._update_positions()
         self._clear()
         outbox, counts = Outbox(), RoundCounts()
@@ -392,10 +394,12 @@ class JugglerWorker:
         where it ended after that.
 
         One broker request per clearance when this worker owns the control partition
-        (it knows what it committed there), two otherwise, and none for a task whose
-        buffered records were all fetched before a clearance already asked for:
+        and committed nothing there since it last asked (only it commits there), two
+        otherwise, and none for a task whose buffered records were all fetched before a
+        clearance already asked for:
 
-        1. the committed control offset C, known or asked now (moment M0);
+        1. the committed control offset C (as a stable offset: no transaction of the
+           group pending on it, so its markers are written), known or asked now (M0);
         2. in one request (moment M1, after M0): the control log end E, the fanout log
            end F of each waiting task, and the log end of the waiting tasks' empty
            stream partitions (what an idle partition needs before a record may go past
