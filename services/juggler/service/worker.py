@@ -442,6 +442,8 @@ class JugglerWorker:
             if end == 0 or (committed is not None and committed >= end):
                 for p in waiting:
                     self._clearances.setdefault(p, []).append((epoch, ends[fanout[p]]))
+            else:  # commands under way: ask the group again next time, never trust an
+                self._control_known = False  # answer that has not cleared anything
         for p, pending in self._clearances.items():
             order = self.tasks[p].order
             position = order.barrier_position or 0
