@@ -394,8 +394,8 @@ class JugglerWorker:
         where it ended after that.
 
         One broker request per clearance when this worker owns the control partition
-        and committed nothing there since it last asked (only it commits there), two
-        otherwise, and none for a task whose buffered records were all fetched before a
+        and committed nothing there since it last asked (only it commits there) and
+        that answer passed, two otherwise, and none for a task whose buffered records were all fetched before a
         clearance already asked for:
 
         1. the committed control offset C (as a stable offset: no transaction of the
