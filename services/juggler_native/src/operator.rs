@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 
 use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
-use crate::store::{Pos, Store};
+use crate::store::{Bound, Pos, Sieve, Store};
 use crate::value::V;
 
 /// One predicate of a query, with the stream and column slots it reads.
@@ -210,6 +210,36 @@ fn loosest(list: &RangeList, group: &[u64]) -> Option<(f64, i128)> {
 fn covers(users: &[u64], group: &[u64]) -> bool {
     users.iter().zip(group).all(|(u, g)| g & !u == 0)
 }
+
+/// For a join or window check at a node binding depth `depth`: whether the partner
+/// is its left side, the partner's slot, and the bound side's (depth, slot); None
+/// unless the check compares the partner with a stream bound before it.
+fn bound_side(check: &Check, depth: usize) -> Option<(bool, usize, (usize, usize))> {
+    if check.l.0 == depth && check.r.0 < depth {
+        Some((true, check.l.1, check.r))
+    } else if check.r.0 == depth && check.l.0 < depth {
+        Some((false, check.r.1, check.l))
+    } else {
+        None
+    }
+}
+
+/// The partner's values that can satisfy `d = l - f*r >= o` (a lower list) or
+/// `d <= o` with the other side's value `ov`, widened past the rounding of solving
+/// for the partner in doubles.
+fn join_range(list: &RangeList, partner_is_left: bool, ov: f64, o: f64) -> Option<(f64, f64)> {
+    let f = list.factor.expect("a pair list").f;
+    let (target, above) = if partner_is_left { (o + f * ov, list.lower) } else { ((ov - o) / f, list.lower == (f < 0.0)) };
+    let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
+    if !target.is_finite() || !slack.is_finite() {
+        return None;
+    }
+    Some(if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) })
+}
+
+/// A retrieval splits its queries into at most this many MAXWINDOW slices, each
+/// checked on every entry visited (the windows of J come from four values).
+const SLICES: usize = 4;
 
 /// Up to this many queries left on a partner, their own lists are probed rather than
 /// every list of the group.
@@ -1082,26 +1112,19 @@ impl Operator {
     /// the window type. Times are ints, so the bounds are exact.
     fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
                 mut hi: i128) -> (i128, i128) {
-        let depth = partial.len();
         for check in &c.checks {
             let ListRef::Range(j) = check.list else { continue };
-            if check.l.1 != 0 || check.r.1 != 0 {
+            if !check.window {
                 continue;
             }
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
-            let (partner_is_left, other) = if check.l.0 == depth && check.r.0 < depth {
-                (true, check.r)
-            } else if check.r.0 == depth && check.l.0 < depth {
-                (false, check.l)
-            } else {
-                continue;
-            };
-            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((_, ti)) = loosest(list, group) else { continue };
+            let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
             if !covers(list.users(), group) {
                 continue;
             }
+            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
+            let Some((_, ti)) = loosest(list, group) else { continue };
             let (os, oi) = partial[other.0];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1115,45 +1138,129 @@ impl Operator {
         (lo, hi)
     }
 
+    /// Each range on a partner's column that the predicates of `group`'s queries in a
+    /// list imply, at the loosest constant among them (widened past rounding; the
+    /// lists' exact filter decides): one per join list whose other side is bound to a
+    /// number, and one per attribute range list of the partner's stream, passed to
+    /// `each` as (partner slot, the range, the list's users, its predicate type).
+    /// `wanted` picks lists by their users before their loosest constant is sought.
+    #[allow(clippy::too_many_arguments)]
+    fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64],
+                          wanted: impl Fn(&[u64]) -> bool, mut each: impl FnMut(Bound, &'a [u64], Phase)) {
+        for check in &c.checks {
+            let ListRef::Range(j) = check.list else { continue };
+            let list = &self.ranges[j];
+            // a window predicate: the time range already holds it
+            let Some((partner_is_left, slot, other)) = bound_side(check, partial.len()).filter(|_| !check.window) else {
+                continue;
+            };
+            if !wanted(list.users()) {
+                continue;
+            }
+            let (os, oi) = partial[other.0];
+            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
+            let Some((o, _)) = loosest(list, group) else { continue };
+            if let Some((lo, hi)) = join_range(list, partner_is_left, ov, o) {
+                each(Bound { slot, lo, hi }, list.users(), Phase::J);
+            }
+        }
+        // Attribute lists of the partner's stream: tail constants make these the
+        // narrowest ranges of all.
+        let Some(info) = self.streams.get(c.stream as usize) else { return };
+        for &(list, slot, r) in &info.attr {
+            let (ListRef::Range(j), None) = (list, r) else { continue };
+            let list = &self.ranges[j];
+            if !wanted(list.users()) {
+                continue;
+            }
+            let Some((t, _)) = loosest(list, group) else { continue };
+            let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
+            if t.is_finite() {
+                let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
+                each(Bound { slot, lo, hi }, list.users(), Phase::A);
+            }
+        }
+    }
+
+    /// The sieves a retrieval for the queries `q` checks its partners against, pushed
+    /// to `sieves` with their queries to `masks`: one per MAXWINDOW slice of `q`
+    /// (State-Slice), with the slice's time range narrowed by the window lists all its
+    /// queries use, and the ranges of every join and attribute list all its queries
+    /// use. A partner outside them is of use to none of the slice's queries; a slice
+    /// with an empty time range gets no sieve.
+    #[allow(clippy::too_many_arguments)]
+    fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64], (lo, hi): (i128, i128),
+              (mints, maxts): (i64, i64), sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
+        for (slice, w) in self.slices(q) {
+            let w = w as i128;
+            let (tlo, thi) = self.narrowed(ks, c, partial, &slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+            if tlo > thi {
+                continue;
+            }
+            let mut bounds = Vec::new();
+            self.partner_ranges(ks, c, partial, &slice, |users| covers(users, &slice), |b, _, _| bounds.push(b));
+            sieves.push(Sieve { tlo, thi, bounds });
+            masks.push(slice);
+        }
+    }
+
+    /// `q` split by MAXWINDOW, narrowest first, as (the queries, their widest window):
+    /// one slice per window, adjacent windows merged into at most `SLICES` slices.
+    fn slices(&self, q: &[u64]) -> Vec<(Vec<u64>, i64)> {
+        let present: Vec<&(i64, Vec<u64>)> = self.windows.iter().filter(|(_, m)| mask_intersects(m, q)).collect();
+        present
+            .chunks(present.len().div_ceil(SLICES).max(1))
+            .map(|chunk| {
+                let mut slice = vec![0; q.len()];
+                for (_, m) in chunk {
+                    slice.iter_mut().zip(m).zip(q).for_each(|((s, m), q)| *s |= m & q);
+                }
+                (slice, chunk.last().unwrap().0)
+            })
+            .collect()
+    }
+
     /// JES retrieval for a node: when every query of `group` has a predicate in a
-    /// join list whose other side is bound, the union of one value-index probe per
-    /// list (over the loosest constant of the group's queries in it, widened past
-    /// rounding; the lists' exact filter decides) replaces the time-range scan, if it
-    /// visits fewer events. Each partner found is examined once, for the whole group.
+    /// join list whose other side is bound (or an attribute list of the partner's
+    /// stream), the union of one value-index probe per list (over the loosest constant
+    /// of the group's queries in it) replaces the time-range scan, if it visits fewer
+    /// events. Each entry a probe visits is checked against the sieves of the queries
+    /// it serves, so only partners of use to some of them are returned, each once,
+    /// with the queries of the sieves it meets.
     #[allow(clippy::too_many_arguments)]
     fn probe(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], lo: i128,
-             hi: i128, (mints, maxts): (i64, i64), stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
+             hi: i128, times: (i64, i64), stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
         let s = c.stream as usize;
         let in_window = ks.stores[s].between(lo, hi).len();
         if in_window < PROBE_MIN || c.checks.is_empty() {
             return None;
         }
         let (_, chosen) = self.cover(ks, c, depth, partial, group, in_window, stats)?;
-        // Each partner once, for the queries of the probes that found it.
-        let store = &ks.stores[s];
+        let (mut sieves, mut of) = (Vec::new(), Vec::new());
         let mut found: Vec<(usize, usize)> = Vec::new();
         let mut hits = Vec::new();
-        for (p, probe) in chosen.iter().enumerate() {
+        for probe in &chosen {
+            let first = sieves.len();
+            self.sieves(ks, c, partial, &probe.covered, (lo, hi), times, &mut sieves, &mut of);
+            if sieves.len() == first {
+                continue;
+            }
             hits.clear();
-            // The time range of this probe's own queries (State-Slice): a partner
-            // only a wider query of the group could use is not one of theirs.
-            let w = self.widest(&probe.covered) as i128;
-            let (plo, phi) = (lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
-            let visited = store.probe(probe.index, probe.lo, probe.hi, plo, phi, &mut hits) as u64;
+            let visited = ks.stores[s].probe(probe.index, probe.lo, probe.hi, &sieves[first..], &mut hits) as u64;
             stats.visited += visited;
             stats.comparisons[probe.phase as usize] += 1 + visited;
-            found.extend(hits.iter().map(|&i| (i, p)));
+            found.extend(hits.iter().map(|&(i, k)| (i, first + k)));
         }
         found.sort_unstable();
         let nw = self.nw;
         let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
-        for (i, p) in found {
+        for (i, k) in found {
             if indices.last() != Some(&i) {
                 indices.push(i);
-                masks.extend_from_slice(&chosen[p].covered);
+                masks.extend_from_slice(&of[k]);
             } else {
                 let at = masks.len() - nw;
-                or_into(&mut masks[at..], &chosen[p].covered);
+                or_into(&mut masks[at..], &of[k]);
             }
         }
         Some((indices, masks))
@@ -1166,58 +1273,15 @@ impl Operator {
     #[allow(clippy::too_many_arguments)]
     fn cover(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], limit: usize,
              stats: &mut Stats) -> Option<(usize, Vec<IndexProbe>)> {
+        debug_assert_eq!(depth, partial.len());
         let s = c.stream as usize;
+        let mut ranges = Vec::new();
+        self.partner_ranges(ks, c, partial, group, |_| true, |b, users, phase| ranges.push((b, users, phase)));
         let mut options: Vec<ProbeOption> = Vec::new();
-        for check in &c.checks {
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            let (partner_is_left, partner_slot, other) = if check.l.0 == depth && check.r.0 < depth {
-                (true, check.l.1, check.r)
-            } else if check.r.0 == depth && check.l.0 < depth {
-                (false, check.r.1, check.l)
-            } else {
-                continue;
-            };
-            if partner_slot == 0 {
-                continue; // a window predicate: the time range already holds it
-            }
-            let (os, oi) = partial[other.0];
-            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((o, _)) = loosest(list, group) else { continue };
-            let f = list.factor.expect("a pair list").f;
-            // d = l - f*r, and d >= o (lower) or d <= o (upper), solved for the partner
-            let (target, above) = if partner_is_left {
-                (o + f * ov, list.lower)
-            } else {
-                ((ov - o) / f, list.lower == (f < 0.0))
-            };
-            let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
-            if !target.is_finite() || !slack.is_finite() {
-                continue;
-            }
-            let (vlo, vhi) = if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) };
-            let x = ks.stores[s].index(partner_slot);
-            stats.comparisons[Phase::J as usize] += 1;
-            let count = ks.stores[s].count(x, vlo, vhi);
-            options.push((count, x, vlo, vhi, list.users(), Phase::J));
-        }
-        // Attribute lists of the partner's stream: tail constants make these the
-        // narrowest ranges of all.
-        if let Some(info) = self.streams.get(s) {
-            for &(list, slot, r) in &info.attr {
-                let (ListRef::Range(j), None) = (list, r) else { continue };
-                let list = &self.ranges[j];
-                let Some((t, _)) = loosest(list, group) else { continue };
-                let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
-                if !t.is_finite() {
-                    continue;
-                }
-                let (vlo, vhi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
-                let x = ks.stores[s].index(slot);
-                stats.comparisons[Phase::A as usize] += 1;
-                let count = ks.stores[s].count(x, vlo, vhi);
-                options.push((count, x, vlo, vhi, list.users(), Phase::A));
-            }
+        for (Bound { slot, lo, hi }, users, phase) in ranges {
+            let x = ks.stores[s].index(slot);
+            stats.comparisons[phase as usize] += 1;
+            options.push((ks.stores[s].count(x, lo, hi), x, lo, hi, users, phase));
         }
         options.sort_by_key(|o| o.0);
         let mut uncovered = group.to_vec();
