@@ -1296,8 +1296,9 @@ impl Operator {
             if total >= limit {
                 return None;
             }
+            // each query served by one probe: the first (narrowest) whose list it uses
+            let covered = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
             and_not(&mut uncovered, users);
-            let covered = users.iter().zip(group).map(|(u, g)| u & g).collect();
             chosen.push(IndexProbe { index, lo, hi, covered, phase });
             if uncovered.iter().all(|&w| w == 0) {
                 return Some((total, chosen));
