@@ -256,13 +256,14 @@ pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize)
 type ProbeOption<'a> = (usize, usize, f64, f64, &'a [u64], Phase);
 
 /// One value-index probe of a JES retrieval: the index, the value range, the queries
-/// it serves, and the predicate type its list is of (a join list, or an attribute
+/// it serves, the entries it visits, and the predicate type its list is of (a join list, or an attribute
 /// list of the partner's stream).
 struct IndexProbe {
     index: usize,
     lo: f64,
     hi: f64,
     covered: Vec<u64>,
+    visits: usize,
     phase: Phase,
 }
 
@@ -908,21 +909,8 @@ impl Operator {
             if lo > hi {
                 continue;
             }
-            let depth = partial.len();
-            // (index, the queries it is a candidate for: None for the whole group)
-            let probed = if join_first(order) { self.probe(ks, c, depth, partial, &group, lo, hi, (mints, maxts), stats) } else { None };
-            let (candidates, only) = match probed {
-                Some(found) => {
-                    stats.probed += 1;
-                    found
-                }
-                None => {
-                    stats.scanned += 1;
-                    let found: Vec<usize> = ks.stores[s].between(lo, hi).collect();
-                    stats.comparisons[Phase::W as usize] += 1 + found.len() as u64;
-                    (found, Vec::new())
-                }
-            };
+            let (candidates, only) =
+                self.retrieve(ks, c, partial, &group, (lo, hi), (mints, maxts), join_first(order), stats);
             let nw = self.nw;
             let r = words(&group);
             let active = self.active(c, &group, &r);
@@ -936,16 +924,14 @@ impl Operator {
                 let ts = ks.stores[s].ts(i);
                 let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
                 let span = hi_ts as i128 - lo_ts as i128;
-                if !only.is_empty() {
-                    for (w, m) in survivors[r.clone()].iter_mut().zip(&only[k * nw + r.start..k * nw + r.end]) {
-                        *w &= m;
-                    }
-                    // State-Slice: a JES probe keeps to its queries' time range, each
-                    // partner for the queries whose MAXWINDOW it fits.
-                    stats.comparisons[Phase::W as usize] += 1;
-                    if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
-                        continue;
-                    }
+                for (w, m) in survivors[r.clone()].iter_mut().zip(&only[k * nw + r.start..k * nw + r.end]) {
+                    *w &= m;
+                }
+                // State-Slice: a retrieval keeps to its queries' time ranges, each
+                // partner for the queries whose MAXWINDOW it fits.
+                stats.comparisons[Phase::W as usize] += 1;
+                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
+                    continue;
                 }
                 partial.push((c.stream, i));
                 // The lists probed: a few queries left, their own; else the group's.
@@ -961,13 +947,6 @@ impl Operator {
                                 && deferred.is_none_or(|f| and_not(&mut survivors[r.clone()], &f[r.clone()]))
                         }
                         Phase::W | Phase::J => {
-                            if phase == Phase::W && only.is_empty() {
-                                stats.comparisons[p] += 1;
-                                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
-                                    partial.pop();
-                                    continue 'candidates;
-                                }
-                            }
                             let few = *lists.get_or_insert_with(|| {
                                 let few = survivors[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
                                 if few {
@@ -1064,10 +1043,13 @@ impl Operator {
                 let x = &mut e[v];
                 (x.scans, x.in_range) = (1.0, n as f64);
                 (x.join_probes, x.join_visits, x.join_found) = (1.0, n as f64, n as f64);
-                if n >= PROBE_MIN
-                    && let Some((total, chosen)) = self.cover(ks, c, 1, &[tuple], &group, n, stats)
-                {
-                    let visits = total as f64;
+                let chosen = if n >= PROBE_MIN { self.cover(ks, c, &[tuple], &group, n, stats) } else { Vec::new() };
+                let served = chosen.iter().fold(vec![0; self.nw], |mut m, p| {
+                    or_into(&mut m, &p.covered);
+                    m
+                });
+                if !chosen.is_empty() && served == group {
+                    let visits = chosen.iter().map(|p| p.visits).sum::<usize>() as f64;
                     (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
                 }
                 let r = words(&group);
@@ -1185,12 +1167,12 @@ impl Operator {
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
     /// to `sieves` with their queries to `masks`: one per MAXWINDOW slice of `q`
     /// (State-Slice), with the slice's time range narrowed by the window lists all its
-    /// queries use, and the ranges of every join and attribute list all its queries
-    /// use. A partner outside them is of use to none of the slice's queries; a slice
-    /// with an empty time range gets no sieve.
+    /// queries use, and (with `joins`) the ranges of every join and attribute list all
+    /// its queries use. A partner outside them is of use to none of the slice's
+    /// queries; a slice with an empty time range gets no sieve.
     #[allow(clippy::too_many_arguments)]
     fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64], (lo, hi): (i128, i128),
-              (mints, maxts): (i64, i64), sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
+              (mints, maxts): (i64, i64), joins: bool, sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
         for (slice, w) in self.slices(q) {
             let w = w as i128;
             let (tlo, thi) = self.narrowed(ks, c, partial, &slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
@@ -1198,7 +1180,9 @@ impl Operator {
                 continue;
             }
             let mut bounds = Vec::new();
-            self.partner_ranges(ks, c, partial, &slice, |users| covers(users, &slice), |b, _, _| bounds.push(b));
+            if joins {
+                self.partner_ranges(ks, c, partial, &slice, |users| covers(users, &slice), |b, _, _| bounds.push(b));
+            }
             sieves.push(Sieve { tlo, thi, bounds });
             masks.push(slice);
         }
@@ -1220,36 +1204,48 @@ impl Operator {
             .collect()
     }
 
-    /// JES retrieval for a node: when every query of `group` has a predicate in a
-    /// join list whose other side is bound (or an attribute list of the partner's
-    /// stream), the union of one value-index probe per list (over the loosest constant
-    /// of the group's queries in it) replaces the time-range scan, if it visits fewer
-    /// events. Each entry a probe visits is checked against the sieves of the queries
-    /// it serves, so only partners of use to some of them are returned, each once,
-    /// with the queries of the sieves it meets.
+    /// The child's partners for `group`'s queries in the time range [lo, hi], each
+    /// once, with the queries it may serve (`nw` words per partner): the queries a
+    /// cover of value-index probes serves (J before W, when the probes visit fewer
+    /// events than the time range holds) through those probes, the others through the
+    /// time range. Each entry visited is checked against the sieves of the queries it
+    /// is retrieved for (a time-range scan before J checks only their times), so a
+    /// partner of use to none of them is not returned.
     #[allow(clippy::too_many_arguments)]
-    fn probe(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], lo: i128,
-             hi: i128, times: (i64, i64), stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
+    fn retrieve(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], (lo, hi): (i128, i128),
+                times: (i64, i64), joins: bool, stats: &mut Stats) -> (Vec<usize>, Vec<u64>) {
         let s = c.stream as usize;
-        let in_window = ks.stores[s].between(lo, hi).len();
-        if in_window < PROBE_MIN || c.checks.is_empty() {
-            return None;
-        }
-        let (_, chosen) = self.cover(ks, c, depth, partial, group, in_window, stats)?;
+        let in_window = ks.stores[s].between(lo, hi);
         let (mut sieves, mut of) = (Vec::new(), Vec::new());
         let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut hits = Vec::new();
-        for probe in &chosen {
-            let first = sieves.len();
-            self.sieves(ks, c, partial, &probe.covered, (lo, hi), times, &mut sieves, &mut of);
-            if sieves.len() == first {
-                continue;
+        let mut rest = group.to_vec();
+        if joins && in_window.len() >= PROBE_MIN {
+            let chosen = self.cover(ks, c, partial, group, in_window.len(), stats);
+            stats.probed += !chosen.is_empty() as u64;
+            for probe in &chosen {
+                and_not(&mut rest, &probe.covered);
+                let first = sieves.len();
+                self.sieves(ks, c, partial, &probe.covered, (lo, hi), times, true, &mut sieves, &mut of);
+                if sieves.len() == first {
+                    continue;
+                }
+                let mut hits = Vec::new();
+                let visited = ks.stores[s].probe(probe.index, probe.lo, probe.hi, &sieves[first..], &mut hits) as u64;
+                stats.visited += visited;
+                stats.comparisons[probe.phase as usize] += 1 + visited;
+                found.extend(hits.into_iter().map(|(i, k)| (i, first + k)));
             }
-            hits.clear();
-            let visited = ks.stores[s].probe(probe.index, probe.lo, probe.hi, &sieves[first..], &mut hits) as u64;
-            stats.visited += visited;
-            stats.comparisons[probe.phase as usize] += 1 + visited;
-            found.extend(hits.iter().map(|&(i, k)| (i, first + k)));
+        }
+        if rest.iter().any(|&w| w != 0) {
+            stats.scanned += 1;
+            stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
+            let first = sieves.len();
+            self.sieves(ks, c, partial, &rest, (lo, hi), times, joins, &mut sieves, &mut of);
+            let mut hits = Vec::new();
+            for i in in_window {
+                ks.stores[s].sift(i, &sieves[first..], &mut hits);
+            }
+            found.extend(hits.into_iter().map(|(i, k)| (i, first + k)));
         }
         found.sort_unstable();
         let nw = self.nw;
@@ -1263,17 +1259,16 @@ impl Operator {
                 or_into(&mut masks[at..], &of[k]);
             }
         }
-        Some((indices, masks))
+        (indices, masks)
     }
 
-    /// The value-index probes that would serve every query of `group`, fewest events
-    /// first, and the events they visit; None when no such cover visits fewer than
-    /// `limit`. Sizing each candidate probe (two binary searches) counts as one
-    /// comparison of its list's type.
-    #[allow(clippy::too_many_arguments)]
-    fn cover(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], limit: usize,
-             stats: &mut Stats) -> Option<(usize, Vec<IndexProbe>)> {
-        debug_assert_eq!(depth, partial.len());
+    /// Value-index probes serving queries of `group`, narrowest first, each query by
+    /// the first whose list it uses, while the entries they visit stay below `limit`
+    /// (what scanning the time range visits): queries with no such list, or beyond
+    /// the limit, are left to the scan. Sizing each candidate probe (two binary
+    /// searches) counts as one comparison of its list's type.
+    fn cover(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
+             stats: &mut Stats) -> Vec<IndexProbe> {
         let s = c.stream as usize;
         let mut ranges = Vec::new();
         self.partner_ranges(ks, c, partial, group, |_| true, |b, users, phase| ranges.push((b, users, phase)));
@@ -1287,24 +1282,22 @@ impl Operator {
         let mut uncovered = group.to_vec();
         let mut chosen = Vec::new();
         let mut total = 0;
-        // `uncovered` stays within `group`, so a list's users stand for the group's
         for (count, index, lo, hi, users, phase) in options {
-            if !mask_intersects(&uncovered, users) {
+            if total + count >= limit {
+                break;
+            }
+            let covered: Vec<u64> = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
+            if covered.iter().all(|&w| w == 0) {
                 continue;
             }
             total += count;
-            if total >= limit {
-                return None;
-            }
-            // each query served by one probe: the first (narrowest) whose list it uses
-            let covered = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
             and_not(&mut uncovered, users);
-            chosen.push(IndexProbe { index, lo, hi, covered, phase });
+            chosen.push(IndexProbe { index, lo, hi, covered, visits: count, phase });
             if uncovered.iter().all(|&w| w == 0) {
-                return Some((total, chosen));
+                break;
             }
         }
-        None
+        chosen
     }
 
     /// Every predicate list: its family (0 upper, 1 lower, 2 equality), the (stream,

@@ -278,12 +278,16 @@ impl Store {
         let a = index.keys.partition_point(|&k| k < vlo);
         let b = index.keys.partition_point(|&k| k <= vhi).max(a);
         for &i in &index.at[a..b] {
-            let i = i as usize;
-            if i >= self.head {
-                out.extend(sieves.iter().enumerate().filter(|(_, sieve)| self.passes(i, sieve)).map(|(k, _)| (i, k)));
+            if i as usize >= self.head {
+                self.sift(i as usize, sieves, out);
             }
         }
         b - a
+    }
+
+    /// Append (i, k) to `out` for every `sieves[k]` event `i` meets.
+    pub fn sift(&self, i: usize, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
+        out.extend(sieves.iter().enumerate().filter(|(_, sieve)| self.passes(i, sieve)).map(|(k, _)| (i, k)));
     }
 
     /// How many index entries lie in [vlo, vhi] (what a probe would visit).
