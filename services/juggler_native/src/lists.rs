@@ -188,6 +188,14 @@ impl RangeList {
         self.row(if self.lower { 0 } else { self.entries.len() })
     }
 
+    /// The entry of query `bit`'s predicate, and every query whose threshold is at
+    /// least as tight (the entry's and those above it in a lower list, below it in an
+    /// upper one): whatever satisfies one of them satisfies the entry.
+    pub fn tighter(&self, bit: usize) -> Option<(&RangeEntry, &[u64])> {
+        let p = self.entries.iter().position(|e| e.mask.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 != 0))?;
+        Some((&self.entries[p], self.row(if self.lower { p } else { p + 1 })))
+    }
+
     fn row(&self, p: usize) -> &[u64] {
         &self.table[p * self.nw..(p + 1) * self.nw]
     }
@@ -447,6 +455,18 @@ mod tests {
                 assert_eq!(list.loosest(&[group], &(0..1)).map(|e| e.tf).as_ref(), expected, "group {group:b}");
             }
         }
+    }
+
+    #[test]
+    fn the_queries_tighter_than_one_are_those_past_its_threshold() {
+        let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000)];
+        let lower = range(true, None, &spec);
+        assert_eq!(lower.tighter(0).map(|(e, m)| (e.tf, m[0])), Some((2.0, 0b1101)));
+        assert_eq!(lower.tighter(1).map(|(e, m)| (e.tf, m[0])), Some((1.0, 0b1111)));
+        let upper = range(false, None, &spec);
+        assert_eq!(upper.tighter(0).map(|(e, m)| (e.tf, m[0])), Some((2.0, 0b0111)));
+        assert_eq!(upper.tighter(3).map(|(e, m)| (e.tf, m[0])), Some((3.0, 0b1111)));
+        assert!(upper.tighter(4).is_none());
     }
 
     #[test]

@@ -77,6 +77,9 @@ struct Node {
     /// queries is probed against their lists only. `checks` holds the join lists
     /// before the window lists, so each filter phase probes one contiguous part.
     checks_of: HashMap<usize, Vec<usize>>,
+    /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
+    /// attribute range lists: with its join lists, what a retrieval for it may probe.
+    attrs_of: HashMap<usize, Vec<usize>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -251,13 +254,9 @@ const PROBE_MIN: usize = 16;
 /// A predicate list as `Operator::lists` describes it.
 pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
 
-/// A value-index probe `Operator::cover` may choose: the events it visits, the index,
-/// the value range, the users of its list and the list's predicate type.
-type ProbeOption<'a> = (usize, usize, f64, f64, &'a [u64], Phase);
-
 /// One value-index probe of a JES retrieval: the index, the value range, the queries
-/// it serves, the entries it visits, and the predicate type its list is of (a join list, or an attribute
-/// list of the partner's stream).
+/// it serves, the entries it visits, and the predicate type its list is of (a join
+/// list, or an attribute list of the partner's stream).
 struct IndexProbe {
     index: usize,
     lo: f64,
@@ -290,6 +289,11 @@ impl<'a> PhaseLists<'a> {
     fn of(&self, phase: Phase) -> &[(&'a Check, &'a [u64])] {
         if phase == Phase::W { &self.lists[self.split..] } else { &self.lists[..self.split] }
     }
+}
+
+/// The lowest bit set in `mask`.
+fn first_bit(mask: &[u64]) -> Option<usize> {
+    mask.iter().position(|&w| w != 0).map(|w| w * 64 + mask[w].trailing_zeros() as usize)
 }
 
 fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
@@ -377,6 +381,7 @@ impl Operator {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
             node.checks_of.remove(&bit);
+            node.attrs_of.remove(&bit);
         }
         for (_, mask) in &mut self.windows {
             set(mask, bit, false);
@@ -534,7 +539,12 @@ impl Operator {
                         }
                     }
                 }
+                let attrs = self.streams.get(path[depth] as usize).map_or_else(Vec::new, |info| {
+                    let mine = |list: &ListRef| lists.iter().any(|(l, _)| l == list);
+                    (0..info.attr.len()).filter(|&k| matches!(info.attr[k], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
+                });
                 let n = &mut self.nodes[node];
+                n.attrs_of.insert(bit, attrs);
                 set(&mut n.mask, bit, true);
                 n.widest = n.widest.max(spec.window);
                 if depth == path.len() - 1 {
@@ -585,7 +595,7 @@ impl Operator {
 
     fn new_node(&self, stream: u32) -> Node {
         Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: HashMap::new() }
+               checks_of: HashMap::new(), attrs_of: HashMap::new() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -1120,46 +1130,39 @@ impl Operator {
         (lo, hi)
     }
 
-    /// Each range on a partner's column that the predicates of `group`'s queries in a
-    /// list imply, at the loosest constant among them (widened past rounding; the
+    /// The range of a partner's column each of query `bit`'s lists allows at a
+    /// constant `pick` chooses in it (None: skip the list), widened past rounding (the
     /// lists' exact filter decides): one per join list whose other side is bound to a
-    /// number, and one per attribute range list of the partner's stream, passed to
-    /// `each` as (partner slot, the range, the list's users, its predicate type).
-    /// `wanted` picks lists by their users before their loosest constant is sought.
-    #[allow(clippy::too_many_arguments)]
-    fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64],
-                          wanted: impl Fn(&[u64]) -> bool, mut each: impl FnMut(Bound, &'a [u64], Phase)) {
-        for check in &c.checks {
+    /// number, one per attribute range list of the partner's stream, passed to `each`
+    /// as (partner slot, the range, the queries `pick` says it serves, the list's
+    /// predicate type).
+    fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
+                          pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
+                          mut each: impl FnMut(Bound, &'a [u64], Phase)) {
+        for &k in c.checks_of.get(&bit).into_iter().flatten() {
+            let check = &c.checks[k];
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             // a window predicate: the time range already holds it
             let Some((partner_is_left, slot, other)) = bound_side(check, partial.len()).filter(|_| !check.window) else {
                 continue;
             };
-            if !wanted(list.users()) {
-                continue;
-            }
             let (os, oi) = partial[other.0];
             let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((o, _)) = loosest(list, group) else { continue };
+            let Some((o, served)) = pick(list) else { continue };
             if let Some((lo, hi)) = join_range(list, partner_is_left, ov, o) {
-                each(Bound { slot, lo, hi }, list.users(), Phase::J);
+                each(Bound { slot, lo, hi }, served, Phase::J);
             }
         }
-        // Attribute lists of the partner's stream: tail constants make these the
-        // narrowest ranges of all.
-        let Some(info) = self.streams.get(c.stream as usize) else { return };
-        for &(list, slot, r) in &info.attr {
-            let (ListRef::Range(j), None) = (list, r) else { continue };
+        let attr = &self.streams[c.stream as usize].attr;
+        for &k in c.attrs_of.get(&bit).into_iter().flatten() {
+            let (ListRef::Range(j), slot, _) = attr[k] else { unreachable!("attribute range lists only") };
             let list = &self.ranges[j];
-            if !wanted(list.users()) {
-                continue;
-            }
-            let Some((t, _)) = loosest(list, group) else { continue };
+            let Some((t, served)) = pick(list) else { continue };
             let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
             if t.is_finite() {
                 let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
-                each(Bound { slot, lo, hi }, list.users(), Phase::A);
+                each(Bound { slot, lo, hi }, served, Phase::A);
             }
         }
     }
@@ -1171,7 +1174,7 @@ impl Operator {
     /// its queries use. A partner outside them is of use to none of the slice's
     /// queries; a slice with an empty time range gets no sieve.
     #[allow(clippy::too_many_arguments)]
-    fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64], (lo, hi): (i128, i128),
+    fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64], (lo, hi): (i128, i128),
               (mints, maxts): (i64, i64), joins: bool, sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
         for (slice, w) in self.slices(q) {
             let w = w as i128;
@@ -1179,9 +1182,13 @@ impl Operator {
             if tlo > thi {
                 continue;
             }
+            // The lists all the slice's queries use are among any one query's.
             let mut bounds = Vec::new();
-            if joins {
-                self.partner_ranges(ks, c, partial, &slice, |users| covers(users, &slice), |b, _, _| bounds.push(b));
+            if joins && let Some(bit) = first_bit(&slice) {
+                let shared = |list: &'a RangeList| {
+                    covers(list.users(), &slice).then(|| loosest(list, &slice)).flatten().map(|(t, _)| (t, list.users()))
+                };
+                self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
             }
             sieves.push(Sieve { tlo, thi, bounds });
             masks.push(slice);
@@ -1262,39 +1269,39 @@ impl Operator {
         (indices, masks)
     }
 
-    /// Value-index probes serving queries of `group`, narrowest first, each query by
-    /// the first whose list it uses, while the entries they visit stay below `limit`
-    /// (what scanning the time range visits): queries with no such list, or beyond
-    /// the limit, are left to the scan. Sizing each candidate probe (two binary
-    /// searches) counts as one comparison of its list's type.
-    fn cover(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
+    /// Value-index probes serving queries of `group`, each query by one probe: for
+    /// the first query not yet served, the probe over its own constant in one of its
+    /// lists that visits fewest entries, serving also the group's queries whose
+    /// constants in that list are at least as tight, while the entries the probes
+    /// visit stay below `limit` (what scanning the time range visits). Queries with no
+    /// such list, or beyond the limit, are left to the scan. Sizing each candidate
+    /// probe (two binary searches) counts as one comparison of its list's type.
+    fn cover<'a>(&'a self, ks: &mut KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
              stats: &mut Stats) -> Vec<IndexProbe> {
         let s = c.stream as usize;
-        let mut ranges = Vec::new();
-        self.partner_ranges(ks, c, partial, group, |_| true, |b, users, phase| ranges.push((b, users, phase)));
-        let mut options: Vec<ProbeOption> = Vec::new();
-        for (Bound { slot, lo, hi }, users, phase) in ranges {
-            let x = ks.stores[s].index(slot);
-            stats.comparisons[phase as usize] += 1;
-            options.push((ks.stores[s].count(x, lo, hi), x, lo, hi, users, phase));
-        }
-        options.sort_by_key(|o| o.0);
         let mut uncovered = group.to_vec();
         let mut chosen = Vec::new();
         let mut total = 0;
-        for (count, index, lo, hi, users, phase) in options {
-            if total + count >= limit {
-                break;
+        let mut ranges = Vec::new();
+        while let Some(bit) = first_bit(&uncovered) {
+            ranges.clear();
+            let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
+            self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
+            let mut best: Option<IndexProbe> = None;
+            for &(Bound { slot, lo, hi }, users, phase) in &ranges {
+                let x = ks.stores[s].index(slot);
+                stats.comparisons[phase as usize] += 1;
+                let visits = ks.stores[s].count(x, lo, hi);
+                if total + visits < limit && best.as_ref().is_none_or(|b| visits < b.visits) {
+                    let covered = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
+                    best = Some(IndexProbe { index: x, lo, hi, covered, visits, phase });
+                }
             }
-            let covered: Vec<u64> = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
-            if covered.iter().all(|&w| w == 0) {
-                continue;
-            }
-            total += count;
-            and_not(&mut uncovered, users);
-            chosen.push(IndexProbe { index, lo, hi, covered, visits: count, phase });
-            if uncovered.iter().all(|&w| w == 0) {
-                break;
+            set(&mut uncovered, bit, false);
+            if let Some(probe) = best {
+                total += probe.visits;
+                and_not(&mut uncovered, &probe.covered);
+                chosen.push(probe);
             }
         }
         chosen
