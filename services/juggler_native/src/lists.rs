@@ -148,13 +148,15 @@ pub struct RangeList {
     /// The other way round, row p: entries[..p] for a lower list, entries[p..] for an
     /// upper one, so the loosest entry of a group of queries is a binary search.
     loose: Vec<u64>,
+    /// (query bit, position of its entry), by bit: a query's own threshold.
+    positions: Vec<(usize, usize)>,
     nw: usize,
 }
 
 impl RangeList {
     pub fn new(lower: bool, factor: Option<Factor>) -> Self {
         RangeList { lower, factor, entries: Vec::new(), tf: Vec::new(), ti: Vec::new(), table: Vec::new(), loose: Vec::new(),
-                    nw: 0 }
+                    positions: Vec::new(), nw: 0 }
     }
 
     pub fn rebuild(&mut self, nw: usize) {
@@ -164,6 +166,17 @@ impl RangeList {
         self.nw = nw;
         let (prefix, suffix) = (unions(&self.entries, nw, false), unions(&self.entries, nw, true));
         (self.table, self.loose) = if self.lower { (suffix, prefix) } else { (prefix, suffix) };
+        self.positions.clear();
+        for (p, e) in self.entries.iter().enumerate() {
+            for (w, &word) in e.mask.iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    self.positions.push((w * 64 + word.trailing_zeros() as usize, p));
+                    word &= word - 1;
+                }
+            }
+        }
+        self.positions.sort_unstable();
     }
 
     /// The entry with the loosest threshold among those of `group`'s queries (the
@@ -192,7 +205,8 @@ impl RangeList {
     /// least as tight (the entry's and those above it in a lower list, below it in an
     /// upper one): whatever satisfies one of them satisfies the entry.
     pub fn tighter(&self, bit: usize) -> Option<(&RangeEntry, &[u64])> {
-        let p = self.entries.iter().position(|e| e.mask.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 != 0))?;
+        let at = self.positions.binary_search_by_key(&bit, |&(b, _)| b).ok()?;
+        let p = self.positions[at].1;
         Some((&self.entries[p], self.row(if self.lower { p } else { p + 1 })))
     }
 

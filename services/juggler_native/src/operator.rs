@@ -76,10 +76,10 @@ struct Node {
     /// Per query bit, the indices in `checks` of its lists: a partner left with a few
     /// queries is probed against their lists only. `checks` holds the join lists
     /// before the window lists, so each filter phase probes one contiguous part.
-    checks_of: HashMap<usize, Vec<usize>>,
+    checks_of: FxHashMap<usize, Vec<usize>>,
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
-    attrs_of: HashMap<usize, Vec<usize>>,
+    attrs_of: FxHashMap<usize, Vec<usize>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -162,14 +162,14 @@ pub struct Operator {
     eqs: Vec<EqList>,
     list_of: HashMap<ListKey, ListRef>,
     nodes: Vec<Node>,
-    roots: HashMap<u32, usize>,
+    roots: FxHashMap<u32, usize>,
     streams: Vec<StreamInfo>,
     /// Slots per stream (grows as columns are seen).
     pub widths: Vec<usize>,
     windows: Vec<(i64, Vec<u64>)>,
     /// Row p: the queries whose MAXWINDOW is below windows[p].0.
     narrower: Vec<Vec<u64>>,
-    queries: HashMap<usize, Registered>,
+    queries: FxHashMap<usize, Registered>,
     free_bits: Vec<usize>,
     next_bit: usize,
     registrations: u64,
@@ -254,15 +254,13 @@ const PROBE_MIN: usize = 16;
 /// A predicate list as `Operator::lists` describes it.
 pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
 
-/// One value-index probe of a JES retrieval: the index, the value range, the queries
-/// it serves, the entries it visits, and the predicate type its list is of (a join
-/// list, or an attribute list of the partner's stream).
+/// One value-index probe of a JES retrieval: the index, the entries it visits (those
+/// in its value range), the queries it serves, and the predicate type its list is of
+/// (a join list, or an attribute list of the partner's stream).
 struct IndexProbe {
     index: usize,
-    lo: f64,
-    hi: f64,
+    entries: std::ops::Range<usize>,
     covered: Vec<u64>,
-    visits: usize,
     phase: Phase,
 }
 
@@ -595,7 +593,7 @@ impl Operator {
 
     fn new_node(&self, stream: u32) -> Node {
         Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: HashMap::new(), attrs_of: HashMap::new() }
+               checks_of: FxHashMap::default(), attrs_of: FxHashMap::default() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -923,7 +921,8 @@ impl Operator {
                 self.retrieve(ks, c, partial, &group, (lo, hi), (mints, maxts), join_first(order), stats);
             let nw = self.nw;
             let r = words(&group);
-            let active = self.active(c, &group, &r);
+            // made when a partner first needs them: most retrievals return few partners
+            let mut active = None;
             let mut mine = PhaseLists::default();
             'candidates: for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
@@ -964,7 +963,10 @@ impl Operator {
                                 }
                                 few
                             });
-                            let checks = if few { &mine } else { &active }.of(phase);
+                            if !few && active.is_none() {
+                                active = Some(self.active(c, &group, &r));
+                            }
+                            let checks = if few { &mine } else { active.as_ref().unwrap() }.of(phase);
                             self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &r, exact, stats)
                         }
                     };
@@ -1059,7 +1061,7 @@ impl Operator {
                     m
                 });
                 if !chosen.is_empty() && served == group {
-                    let visits = chosen.iter().map(|p| p.visits).sum::<usize>() as f64;
+                    let visits = chosen.iter().map(|p| p.entries.len()).sum::<usize>() as f64;
                     (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
                 }
                 let r = words(&group);
@@ -1104,11 +1106,9 @@ impl Operator {
     /// the window type. Times are ints, so the bounds are exact.
     fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
                 mut hi: i128) -> (i128, i128) {
-        for check in &c.checks {
+        // the window lists come last (see `PhaseLists`)
+        for check in &c.checks[c.checks.partition_point(|check| !check.window)..] {
             let ListRef::Range(j) = check.list else { continue };
-            if !check.window {
-                continue;
-            }
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
             let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
@@ -1237,7 +1237,8 @@ impl Operator {
                     continue;
                 }
                 let mut hits = Vec::new();
-                let visited = ks.stores[s].probe(probe.index, probe.lo, probe.hi, &sieves[first..], &mut hits) as u64;
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves[first..], &mut hits);
+                let visited = probe.entries.len() as u64;
                 stats.visited += visited;
                 stats.comparisons[probe.phase as usize] += 1 + visited;
                 found.extend(hits.into_iter().map(|(i, k)| (i, first + k)));
@@ -1291,15 +1292,15 @@ impl Operator {
             for &(Bound { slot, lo, hi }, users, phase) in &ranges {
                 let x = ks.stores[s].index(slot);
                 stats.comparisons[phase as usize] += 1;
-                let visits = ks.stores[s].count(x, lo, hi);
-                if total + visits < limit && best.as_ref().is_none_or(|b| visits < b.visits) {
+                let entries = ks.stores[s].entries(x, lo, hi);
+                if total + entries.len() < limit && best.as_ref().is_none_or(|b| entries.len() < b.entries.len()) {
                     let covered = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
-                    best = Some(IndexProbe { index: x, lo, hi, covered, visits, phase });
+                    best = Some(IndexProbe { index: x, entries, covered, phase });
                 }
             }
             set(&mut uncovered, bit, false);
             if let Some(probe) = best {
-                total += probe.visits;
+                total += probe.entries.len();
                 and_not(&mut uncovered, &probe.covered);
                 chosen.push(probe);
             }

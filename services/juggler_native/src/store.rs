@@ -270,19 +270,14 @@ impl Store {
             && sieve.bounds.iter().all(|b| index_key(self.value(i, b.slot)).is_some_and(|v| b.lo <= v && v <= b.hi))
     }
 
-    /// The events whose value in index `x` lies in [vlo, vhi], each as (store index,
-    /// k) for every `sieves[k]` it meets, appended to `out`; returns the entries
-    /// visited.
-    pub fn probe(&self, x: usize, vlo: f64, vhi: f64, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) -> usize {
-        let index = &self.indexes[x];
-        let a = index.keys.partition_point(|&k| k < vlo);
-        let b = index.keys.partition_point(|&k| k <= vhi).max(a);
-        for &i in &index.at[a..b] {
+    /// The events at `entries` of index `x` (see `entries`), each as (store index, k)
+    /// for every `sieves[k]` it meets, appended to `out`.
+    pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
+        for &i in &self.indexes[x].at[entries] {
             if i as usize >= self.head {
                 self.sift(i as usize, sieves, out);
             }
         }
-        b - a
     }
 
     /// Append (i, k) to `out` for every `sieves[k]` event `i` meets.
@@ -290,10 +285,12 @@ impl Store {
         out.extend(sieves.iter().enumerate().filter(|(_, sieve)| self.passes(i, sieve)).map(|(k, _)| (i, k)));
     }
 
-    /// How many index entries lie in [vlo, vhi] (what a probe would visit).
-    pub fn count(&self, x: usize, vlo: f64, vhi: f64) -> usize {
+    /// The positions in index `x` of the entries whose values lie in [vlo, vhi]: what
+    /// a probe of that range visits.
+    pub fn entries(&self, x: usize, vlo: f64, vhi: f64) -> std::ops::Range<usize> {
         let keys = &self.indexes[x].keys;
-        keys.partition_point(|&k| k <= vhi).saturating_sub(keys.partition_point(|&k| k < vlo))
+        let a = keys.partition_point(|&k| k < vlo);
+        a..keys.partition_point(|&k| k <= vhi).max(a)
     }
 
     /// Drop the events below `floor` (the key's floor: no result can use them). They
@@ -376,7 +373,7 @@ mod tests {
         s.insert(101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
         let mut found = Vec::new();
         let all = Sieve { tlo: 0, thi: 10_000, bounds: vec![] };
-        s.probe(x, 3.0, 3.0, std::slice::from_ref(&all), &mut found);
+        s.probe(x, s.entries(x, 3.0, 3.0), std::slice::from_ref(&all), &mut found);
         let mut seqs: Vec<u64> = found.iter().map(|&(i, _)| s.seq(i)).collect();
         seqs.sort();
         assert_eq!(seqs, vec![83, 93, 101]);
@@ -400,7 +397,8 @@ mod tests {
             Sieve { tlo: 5, thi: 4, bounds: vec![] },
         ];
         let mut found = Vec::new();
-        let visited = s.probe(x, 10.0, 30.0, &sieves, &mut found);
+        let entries = s.entries(x, 10.0, 30.0);
+        s.probe(x, entries.clone(), &sieves, &mut found);
         found.sort();
         let in_range = |i: usize| matches!(s.value(i, 1), V::F(v) if (10.0..=30.0).contains(v));
         let meets = |i: usize, sieve: &Sieve| {
@@ -418,7 +416,7 @@ mod tests {
             expected.extend(sieves.iter().enumerate().filter(|(_, sv)| meets(i, sv)).map(|(k, _)| (i, k)));
         }
         expected.sort();
-        assert_eq!(visited, s.all().filter(|&i| in_range(i)).count());
+        assert_eq!(entries.len(), s.all().filter(|&i| in_range(i)).count());
         assert_eq!(found, expected);
         assert!((0..3).all(|k| found.iter().any(|f| f.1 == k)), "every live sieve admits some event");
     }
