@@ -1288,21 +1288,24 @@ impl Operator {
             ranges.clear();
             let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
             self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
-            let mut best: Option<IndexProbe> = None;
-            for &(Bound { slot, lo, hi }, users, phase) in &ranges {
+            let mut best = None;
+            for &(Bound { slot, lo, hi }, served, phase) in &ranges {
                 let x = ks.stores[s].index(slot);
                 stats.comparisons[phase as usize] += 1;
                 let entries = ks.stores[s].entries(x, lo, hi);
-                if total + entries.len() < limit && best.as_ref().is_none_or(|b| entries.len() < b.entries.len()) {
-                    let covered = users.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
-                    best = Some(IndexProbe { index: x, entries, covered, phase });
+                if total + entries.len() < limit
+                    && best.as_ref().is_none_or(|(_, e, _, _): &(usize, std::ops::Range<usize>, _, _)| entries.len() < e.len())
+                {
+                    best = Some((x, entries, served, phase));
                 }
             }
             set(&mut uncovered, bit, false);
-            if let Some(probe) = best {
-                total += probe.entries.len();
-                and_not(&mut uncovered, &probe.covered);
-                chosen.push(probe);
+            if let Some((index, entries, served, phase)) = best {
+                let mut covered: Vec<u64> = served.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
+                set(&mut covered, bit, true);
+                and_not(&mut uncovered, served);
+                total += entries.len();
+                chosen.push(IndexProbe { index, entries, covered, phase });
             }
         }
         chosen
