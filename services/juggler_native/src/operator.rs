@@ -1198,17 +1198,19 @@ impl Operator {
     /// `q` split by MAXWINDOW, narrowest first, as (the queries, their widest window):
     /// one slice per window, adjacent windows merged into at most `SLICES` slices.
     fn slices(&self, q: &[u64]) -> Vec<(Vec<u64>, i64)> {
-        let present: Vec<&(i64, Vec<u64>)> = self.windows.iter().filter(|(_, m)| mask_intersects(m, q)).collect();
-        present
-            .chunks(present.len().div_ceil(SLICES).max(1))
-            .map(|chunk| {
-                let mut slice = vec![0; q.len()];
-                for (_, m) in chunk {
-                    slice.iter_mut().zip(m).zip(q).for_each(|((s, m), q)| *s |= m & q);
-                }
-                (slice, chunk.last().unwrap().0)
-            })
-            .collect()
+        let r = words(q);
+        let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
+        let per_slice = present().count().div_ceil(SLICES).max(1);
+        let mut slices: Vec<(Vec<u64>, i64)> = Vec::new();
+        for (k, (w, m)) in present().enumerate() {
+            if k % per_slice == 0 {
+                slices.push((vec![0; q.len()], 0));
+            }
+            let (slice, widest) = slices.last_mut().unwrap();
+            slice[r.clone()].iter_mut().zip(&m[r.clone()]).zip(&q[r.clone()]).for_each(|((s, m), q)| *s |= m & q);
+            *widest = *w;
+        }
+        slices
     }
 
     /// The child's partners for `group`'s queries in the time range [lo, hi], each
@@ -1236,12 +1238,12 @@ impl Operator {
                 if sieves.len() == first {
                     continue;
                 }
-                let mut hits = Vec::new();
-                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves[first..], &mut hits);
+                let start = found.len();
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves[first..], &mut found);
+                found[start..].iter_mut().for_each(|f| f.1 += first);
                 let visited = probe.entries.len() as u64;
                 stats.visited += visited;
                 stats.comparisons[probe.phase as usize] += 1 + visited;
-                found.extend(hits.into_iter().map(|(i, k)| (i, first + k)));
             }
         }
         if rest.iter().any(|&w| w != 0) {
@@ -1249,11 +1251,11 @@ impl Operator {
             stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
             let first = sieves.len();
             self.sieves(ks, c, partial, &rest, (lo, hi), times, joins, &mut sieves, &mut of);
-            let mut hits = Vec::new();
+            let start = found.len();
             for i in in_window {
-                ks.stores[s].sift(i, &sieves[first..], &mut hits);
+                ks.stores[s].sift(i, &sieves[first..], &mut found);
             }
-            found.extend(hits.into_iter().map(|(i, k)| (i, first + k)));
+            found[start..].iter_mut().for_each(|f| f.1 += first);
         }
         found.sort_unstable();
         let nw = self.nw;
