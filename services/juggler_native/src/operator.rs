@@ -261,6 +261,9 @@ struct IndexProbe {
     index: usize,
     entries: std::ops::Range<usize>,
     covered: Vec<u64>,
+    /// The query it was chosen for, and the ranges of all that query's lists at its
+    /// own constants: the sieve of a slice holding that query alone.
+    own: (usize, Vec<Bound>),
     phase: Phase,
 }
 
@@ -1171,11 +1174,13 @@ impl Operator {
     /// to `sieves` with their queries to `masks`: one per MAXWINDOW slice of `q`
     /// (State-Slice), with the slice's time range narrowed by the window lists all its
     /// queries use, and (with `joins`) the ranges of every join and attribute list all
-    /// its queries use. A partner outside them is of use to none of the slice's
+    /// its queries use (`own`: a query and its ranges, known already for a slice of
+    /// that query alone). A partner outside them is of use to none of the slice's
     /// queries; a slice with an empty time range gets no sieve.
     #[allow(clippy::too_many_arguments)]
-    fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64], (lo, hi): (i128, i128),
-              (mints, maxts): (i64, i64), joins: bool, sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
+    fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
+              own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
+              sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
         for (slice, w) in self.slices(q) {
             let w = w as i128;
             let (tlo, thi) = self.narrowed(ks, c, partial, &slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
@@ -1184,7 +1189,11 @@ impl Operator {
             }
             // The lists all the slice's queries use are among any one query's.
             let mut bounds = Vec::new();
-            if joins && let Some(bit) = first_bit(&slice) {
+            let alone = |(bit, _): &(usize, &[Bound])| slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1
+                && first_bit(&slice) == Some(*bit);
+            if let Some((_, ranges)) = own.filter(alone) {
+                bounds.extend_from_slice(ranges);
+            } else if joins && let Some(bit) = first_bit(&slice) {
                 let shared = |list: &'a RangeList| {
                     covers(list.users(), &slice).then(|| loosest(list, &slice)).flatten().map(|(t, _)| (t, list.users()))
                 };
@@ -1234,7 +1243,8 @@ impl Operator {
             for probe in &chosen {
                 and_not(&mut rest, &probe.covered);
                 let first = sieves.len();
-                self.sieves(ks, c, partial, &probe.covered, (lo, hi), times, true, &mut sieves, &mut of);
+                let own = Some((probe.own.0, &probe.own.1[..]));
+                self.sieves(ks, c, partial, &probe.covered, own, (lo, hi), times, true, &mut sieves, &mut of);
                 if sieves.len() == first {
                     continue;
                 }
@@ -1250,7 +1260,7 @@ impl Operator {
             stats.scanned += 1;
             stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
             let first = sieves.len();
-            self.sieves(ks, c, partial, &rest, (lo, hi), times, joins, &mut sieves, &mut of);
+            self.sieves(ks, c, partial, &rest, None, (lo, hi), times, joins, &mut sieves, &mut of);
             let start = found.len();
             for i in in_window {
                 ks.stores[s].sift(i, &sieves[first..], &mut found);
@@ -1307,7 +1317,8 @@ impl Operator {
                 set(&mut covered, bit, true);
                 and_not(&mut uncovered, served);
                 total += entries.len();
-                chosen.push(IndexProbe { index, entries, covered, phase });
+                let own = (bit, ranges.iter().map(|r| r.0).collect());
+                chosen.push(IndexProbe { index, entries, covered, own, phase });
             }
         }
         chosen
