@@ -1109,8 +1109,9 @@ impl Operator {
     /// the window type. Times are ints, so the bounds are exact.
     fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
                 mut hi: i128) -> (i128, i128) {
-        // the window lists come last (see `PhaseLists`)
-        for check in &c.checks[c.checks.partition_point(|check| !check.window)..] {
+        // The lists every query of the group uses are among any one query's.
+        let Some(bit) = first_bit(group) else { return (lo, hi) };
+        for check in c.checks_of.get(&bit).into_iter().flatten().map(|&k| &c.checks[k]).filter(|check| check.window) {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
