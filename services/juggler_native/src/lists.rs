@@ -212,7 +212,8 @@ impl RangeList {
     /// (bit, position) of query `bit`'s entries, in threshold order.
     fn own(&self, bit: usize) -> &[(usize, usize)] {
         let a = self.positions.partition_point(|&(b, _)| b < bit);
-        &self.positions[a..a + self.positions[a..].partition_point(|&(b, _)| b == bit)]
+        let n = self.positions[a..].iter().take_while(|&&(b, _)| b == bit).count();
+        &self.positions[a..a + n]
     }
 
     /// The entry of query `bit`'s predicate, and every query whose threshold is at

@@ -286,11 +286,12 @@ impl Store {
     }
 
     /// The positions in index `x` of the entries whose values lie in [vlo, vhi]: what
-    /// a probe of that range visits.
+    /// a probe of that range visits. An infinite end takes in every entry on its side
+    /// without a search (numbers are never NaN, DESIGN section 1).
     pub fn entries(&self, x: usize, vlo: f64, vhi: f64) -> std::ops::Range<usize> {
         let keys = &self.indexes[x].keys;
-        let a = keys.partition_point(|&k| k < vlo);
-        a..keys.partition_point(|&k| k <= vhi).max(a)
+        let a = if vlo == f64::NEG_INFINITY { 0 } else { keys.partition_point(|&k| k < vlo) };
+        a..if vhi == f64::INFINITY { keys.len() } else { keys.partition_point(|&k| k <= vhi) }.max(a)
     }
 
     /// Drop the events below `floor` (the key's floor: no result can use them). They
