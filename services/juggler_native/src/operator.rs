@@ -1388,6 +1388,125 @@ impl Operator {
 mod tests {
     use super::*;
     use crate::lists::NoExact;
+    use crate::ordering::STATIC_ORDERS;
+
+    /// A small deterministic generator (the tests draw without a dependency).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    /// Int predicates a brute force can evaluate: `stream.slot >= or <= t`, or
+    /// `l - r >= or <= t` on two streams' slots (slot 0 is `ts`).
+    #[derive(Clone, Copy)]
+    enum Cond {
+        Attr(u32, usize, bool, i64),
+        Pair((u32, usize), (u32, usize), bool, i64),
+    }
+
+    fn holds(cond: Cond, value: impl Fn(u32, usize) -> i64) -> bool {
+        let (v, lower, t) = match cond {
+            Cond::Attr(s, slot, lower, t) => (value(s, slot), lower, t),
+            Cond::Pair(l, r, lower, t) => (value(l.0, l.1) - value(r.0, r.1), lower, t),
+        };
+        if lower { v >= t } else { v <= t }
+    }
+
+    #[test]
+    fn sieved_retrieval_finds_what_brute_force_finds_with_many_windows_and_orders() {
+        let mut rng = Lcg(7);
+        let one = Factor { f: 1.0, int: Some(1) };
+        // more distinct MAXWINDOWs than SLICES, so slices merge adjacent windows
+        let windows = [20, 45, 75, 120, 200, 325, 500];
+        let mut queries: Vec<(Vec<u32>, i64, Vec<Cond>)> = Vec::new();
+        for _ in 0..60 {
+            let streams: Vec<u32> = if rng.below(3) == 0 { vec![0, 1, 2] } else { vec![0, 1] };
+            let window = windows[rng.below(windows.len() as u64) as usize];
+            let mut conds = vec![Cond::Pair((0, 1), (1, 1), rng.below(2) == 0, rng.below(80) as i64 - 40)];
+            if rng.below(2) == 0 {
+                conds.push(Cond::Attr(1, 2, rng.below(2) == 0, rng.below(100) as i64));
+            }
+            if rng.below(3) == 0 {
+                conds.push(Cond::Pair((1, 0), (0, 0), rng.below(2) == 0, rng.below(400) as i64 - 200));
+            }
+            if streams.len() == 3 {
+                // the third stream joined by value, or linked by time only
+                conds.push(if rng.below(2) == 0 {
+                    Cond::Pair((2, 2), (1, 2), rng.below(2) == 0, rng.below(60) as i64 - 30)
+                } else {
+                    Cond::Pair((2, 0), (0, 0), rng.below(2) == 0, rng.below(600) as i64 - 300)
+                });
+            }
+            queries.push((streams, window, conds));
+        }
+        let mut events = Vec::new();
+        let mut ts = 0;
+        for seq in 0..600u64 {
+            ts += rng.below(20) as i64;
+            let stream = rng.below(3) as u32;
+            events.push((seq, stream, ts, rng.below(100) as i64, rng.below(100) as i64));
+        }
+        let value = |e: &(u64, u32, i64, i64, i64), slot: usize| [e.2, e.3, e.4][slot];
+        let mut expected = Vec::new();
+        for (q, (streams, window, conds)) in queries.iter().enumerate() {
+            // every combination of the query's streams within its window
+            let mut combos: Vec<Vec<&(u64, u32, i64, i64, i64)>> = vec![vec![]];
+            for &s in streams {
+                combos = combos
+                    .iter()
+                    .flat_map(|combo| {
+                        events.iter().filter(move |e| e.1 == s).filter_map(move |e| {
+                            let ts = combo.iter().map(|c| c.2).chain([e.2]);
+                            (ts.clone().max().unwrap() - ts.min().unwrap() <= *window).then(|| [&combo[..], &[e]].concat())
+                        })
+                    })
+                    .collect();
+            }
+            for combo in combos {
+                if conds.iter().all(|&c| holds(c, |s, slot| value(combo[s as usize], slot))) {
+                    expected.push((q, combo.iter().map(|e| e.0).collect::<Vec<_>>()));
+                }
+            }
+        }
+        expected.sort();
+        assert!(expected.len() > 100, "a test with results: {}", expected.len());
+        for order in [STATIC_ORDERS[0], STATIC_ORDERS[2], STATIC_ORDERS[5]] {
+            let mut op = Operator::new(0, 0);
+            op.types = TypeManager::new(Some(order), 128);
+            for s in 0..3 {
+                op.widen(s, 3);
+            }
+            let mut bits = Vec::new();
+            for (k, (streams, window, conds)) in queries.iter().enumerate() {
+                let preds = conds.iter().enumerate().map(|(i, &c)| {
+                    let id = (k * 8 + i) as u32;
+                    match c {
+                        Cond::Attr(stream, slot, lower, t) => {
+                            PredSpec::Range { id, stream, slot, lower, tf: t as f64, ti: t as i128 }
+                        }
+                        Cond::Pair(l, r, lower, t) => {
+                            PredSpec::PairRange { id, l, r, lower, factor: one, tf: t as f64, ti: t as i128 }
+                        }
+                    }
+                });
+                bits.push(op.register(QuerySpec { streams: streams.clone(), window: *window, preds: preds.collect() }));
+            }
+            let mut got = Vec::new();
+            for &(seq, stream, ts, x, y) in &events {
+                let incoming = Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x), V::I(y)], pos: (0, 0) };
+                for hit in op.process(incoming, &mut NoExact).ok().unwrap() {
+                    got.push((bits.iter().position(|&b| b == hit.bit).unwrap(), hit.seqs));
+                }
+                assert_eq!(op.seq, seq + 1);
+            }
+            got.sort();
+            assert_eq!(got, expected, "order {order:?}");
+        }
+    }
 
     fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {
         Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x)], pos: (0, ts) }
