@@ -262,14 +262,6 @@ impl Store {
         self.indexes.len() - 1
     }
 
-    /// Whether event `i` meets `sieve`: its ts and every bounded value in range.
-    pub fn passes(&self, i: usize, sieve: &Sieve) -> bool {
-        let ts = self.ts(i) as i128;
-        sieve.tlo <= ts
-            && ts <= sieve.thi
-            && sieve.bounds.iter().all(|b| index_key(self.value(i, b.slot)).is_some_and(|v| b.lo <= v && v <= b.hi))
-    }
-
     /// The events at `entries` of index `x` (see `entries`), each as (store index, k)
     /// for every `sieves[k]` it meets, appended to `out`.
     pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
@@ -280,9 +272,18 @@ impl Store {
         }
     }
 
-    /// Append (i, k) to `out` for every `sieves[k]` event `i` meets.
+    /// Append (i, k) to `out` for every `sieves[k]` event `i` meets: its ts and every
+    /// bounded value in range.
     pub fn sift(&self, i: usize, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
-        out.extend(sieves.iter().enumerate().filter(|(_, sieve)| self.passes(i, sieve)).map(|(k, _)| (i, k)));
+        let ts = self.ts(i) as i128;
+        for (k, sieve) in sieves.iter().enumerate() {
+            if sieve.tlo <= ts
+                && ts <= sieve.thi
+                && sieve.bounds.iter().all(|b| index_key(self.value(i, b.slot)).is_some_and(|v| b.lo <= v && v <= b.hi))
+            {
+                out.push((i, k));
+            }
+        }
     }
 
     /// The positions in index `x` of the entries whose values lie in [vlo, vhi]: what
