@@ -4,9 +4,11 @@
 //! Per incoming event: the queries over its stream whose attribute predicates it
 //! passes (one probe per predicate list) are the root's candidates; each plan node
 //! binds one more stream, retrieving that stream's held events of the key inside the
-//! time range the node's queries allow (the WES probe), and each partner leaves the
-//! queries whose attribute mask (cached per held event), MAXWINDOW and join/window
-//! lists (one probe each) it passes. A query still standing where its path ends has a
+//! time range the node's queries allow (the WES probe) or through value-index probes
+//! (the JES), each checked against scalar bounds every query it is retrieved for
+//! implies (`Sieve`), and each partner leaves the queries whose attribute mask
+//! (cached per held event), MAXWINDOW and join/window lists (one probe each) it
+//! passes. A query still standing where its path ends has a
 //! result. Queries are bits in word arrays; lists, the plan and the window table are
 //! shared by every query that uses them.
 //!
@@ -124,7 +126,8 @@ pub struct Stats {
     /// Join and window list probes on partners.
     pub probes: u64,
     pub results: u64,
-    /// Partner retrievals by value-index probes, and by time-range scans.
+    /// Partner retrievals by value-index probes, and by time-range scans (a retrieval
+    /// that probes for some queries and scans for the others counts in both).
     pub probed: u64,
     /// Comparisons per predicate type (indexed by `Phase`), as the thesis counts them:
     /// bitset operations (an attribute mask, MAXWINDOW), exploitation-structure probes
@@ -133,7 +136,7 @@ pub struct Stats {
     /// Partners that reached each filter phase, and that passed it.
     pub tested: [u64; 3],
     pub passed: [u64; 3],
-    /// Value-index entries visited by probes (each then checked against the time range).
+    /// Value-index entries visited by probes (each then checked against its sieves).
     pub visited: u64,
     pub scanned: u64,
 }
@@ -886,10 +889,11 @@ impl Operator {
         true
     }
 
-    /// Bind each child's stream: retrieve its partners (J before W: through the JES
-    /// when a value-index probe visits fewer events than the time range holds; else
-    /// the WES time range) and run the filter phases A, W (MAXWINDOW, unless the JES
-    /// retrieval applied it, and the window lists), J on each in `order`'s order.
+    /// Bind each child's stream: retrieve its partners (`retrieve`: J before W, value-
+    /// index probes for the queries they serve and the WES time range for the rest;
+    /// W before J, the time range), keep each for the queries whose MAXWINDOW it fits
+    /// among those it was retrieved for, and run the filter phases A, W (the window
+    /// lists), J on each in `order`'s order.
     /// `deferred`: the tuple's attribute mask when A did not come first (then only at
     /// the first level, where the A phase applies it too).
     #[allow(clippy::too_many_arguments)]
