@@ -949,6 +949,9 @@ impl Operator {
                 if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
                     continue;
                 }
+                // The words the partner's own queries span: a few queries of a large
+                // group leave most of the group's words empty.
+                let rc = words(&survivors);
                 partial.push((c.stream, i));
                 // The lists probed: a few queries left, their own; else the group's.
                 let mut lists: Option<bool> = None;
@@ -959,14 +962,14 @@ impl Operator {
                         Phase::A => {
                             let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
                             stats.comparisons[p] += 1 + deferred.is_some() as u64;
-                            and_not(&mut survivors[r.clone()], &attr[r.clone()])
-                                && deferred.is_none_or(|f| and_not(&mut survivors[r.clone()], &f[r.clone()]))
+                            and_not(&mut survivors[rc.clone()], &attr[rc.clone()])
+                                && deferred.is_none_or(|f| and_not(&mut survivors[rc.clone()], &f[rc.clone()]))
                         }
                         Phase::W | Phase::J => {
                             let few = *lists.get_or_insert_with(|| {
-                                let few = survivors[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
+                                let few = survivors[rc.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
                                 if few {
-                                    self.own_lists(c, &survivors, &r, &mut mine);
+                                    self.own_lists(c, &survivors, &rc, &mut mine);
                                 }
                                 few
                             });
@@ -974,7 +977,7 @@ impl Operator {
                                 active = Some(self.active(c, &group, &r));
                             }
                             let checks = if few { &mine } else { active.as_ref().unwrap() }.of(phase);
-                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &r, exact, stats)
+                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &rc, exact, stats)
                         }
                     };
                     if !alive {
