@@ -87,6 +87,17 @@ fn count_lt<T: PartialOrd>(v: &[T], x: &T) -> usize {
     v.partition_point(|t| t < x)
 }
 
+/// Up to this many queries, the loosest entry among theirs is sought entry by entry.
+const FEW_QUERIES: u32 = 4;
+
+/// The bits set in `mask`, lowest first.
+pub fn bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    mask.iter().enumerate().flat_map(|(w, &word)| {
+        std::iter::successors((word != 0).then_some(word), |&x| Some(x & (x - 1)).filter(|&x| x != 0))
+            .map(move |x| w * 64 + x.trailing_zeros() as usize)
+    })
+}
+
 /// The first p in 0..n for which `pred` holds (n if none), `pred` being false and
 /// then true.
 fn first(n: usize, pred: impl Fn(usize) -> bool) -> usize {
@@ -148,13 +159,15 @@ pub struct RangeList {
     /// The other way round, row p: entries[..p] for a lower list, entries[p..] for an
     /// upper one, so the loosest entry of a group of queries is a binary search.
     loose: Vec<u64>,
+    /// (query bit, position of an entry of its), sorted: a query's own thresholds.
+    positions: Vec<(usize, usize)>,
     nw: usize,
 }
 
 impl RangeList {
     pub fn new(lower: bool, factor: Option<Factor>) -> Self {
         RangeList { lower, factor, entries: Vec::new(), tf: Vec::new(), ti: Vec::new(), table: Vec::new(), loose: Vec::new(),
-                    nw: 0 }
+                    positions: Vec::new(), nw: 0 }
     }
 
     pub fn rebuild(&mut self, nw: usize) {
@@ -164,11 +177,19 @@ impl RangeList {
         self.nw = nw;
         let (prefix, suffix) = (unions(&self.entries, nw, false), unions(&self.entries, nw, true));
         (self.table, self.loose) = if self.lower { (suffix, prefix) } else { (prefix, suffix) };
+        self.positions = self.entries.iter().enumerate().flat_map(|(p, e)| bits(&e.mask).map(move |b| (b, p))).collect();
+        self.positions.sort_unstable();
     }
 
     /// The entry with the loosest threshold among those of `group`'s queries (the
-    /// lowest of a lower list, the highest of an upper one), looking at words `r`.
+    /// lowest of a lower list, the highest of an upper one), looking at words `r`:
+    /// for a few queries, the loosest of their own entries; else a binary search over
+    /// the unions of the entries' masks.
     pub fn loosest(&self, group: &[u64], r: &Words) -> Option<&RangeEntry> {
+        if group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW_QUERIES {
+            let own = bits(&group[r.clone()]).flat_map(|b| self.own(r.start * 64 + b)).map(|&(_, p)| p);
+            return if self.lower { own.min() } else { own.max() }.map(|p| &self.entries[p]);
+        }
         let nw = self.nw;
         let hits = |p: usize| {
             self.loose[p * nw + r.start..p * nw + r.end].iter().zip(&group[r.clone()]).any(|(a, b)| a & b != 0)
@@ -186,6 +207,22 @@ impl RangeList {
     /// Every query with a predicate in the list.
     pub fn users(&self) -> &[u64] {
         self.row(if self.lower { 0 } else { self.entries.len() })
+    }
+
+    /// (bit, position) of query `bit`'s entries, in threshold order.
+    fn own(&self, bit: usize) -> &[(usize, usize)] {
+        let a = self.positions.partition_point(|&(b, _)| b < bit);
+        let n = self.positions[a..].iter().take_while(|&&(b, _)| b == bit).count();
+        &self.positions[a..a + n]
+    }
+
+    /// The entry of query `bit`'s predicate, and every query whose threshold is at
+    /// least as tight (the entry's and those above it in a lower list, below it in an
+    /// upper one): whatever satisfies one of them satisfies the entry.
+    pub fn tighter(&self, bit: usize) -> Option<(&RangeEntry, &[u64])> {
+        let own = self.own(bit);
+        let &(_, p) = if self.lower { own.last() } else { own.first() }?;
+        Some((&self.entries[p], self.row(if self.lower { p } else { p + 1 })))
     }
 
     fn row(&self, p: usize) -> &[u64] {
@@ -437,16 +474,33 @@ mod tests {
 
     #[test]
     fn the_loosest_entry_of_a_group_is_its_lowest_or_highest_threshold() {
-        // entries' masks, in threshold order: queries 0 and 2 share the middle entry
-        let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000), (4.0, 4, 0b0010)];
+        // entries' masks, in threshold order: queries 0 and 2 share an entry, query 1
+        // has two; groups of up to 8 queries, sought entry by entry and by the unions
+        let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000), (4.0, 4, 0b0010), (5.0, 5, 0b11110000),
+                    (6.0, 6, 0b10100000)];
         for lower in [true, false] {
             let list = range(lower, None, &spec);
-            for group in 0u64..16 {
+            for group in 0u64..256 {
                 let of_group: Vec<f64> = spec.iter().filter(|e| e.2 & group != 0).map(|e| e.0).collect();
                 let expected = if lower { of_group.first() } else { of_group.last() };
                 assert_eq!(list.loosest(&[group], &(0..1)).map(|e| e.tf).as_ref(), expected, "group {group:b}");
             }
         }
+    }
+
+    #[test]
+    fn the_queries_tighter_than_one_are_those_past_its_threshold() {
+        // a query with two entries: its tightest counts
+        let twice = range(true, None, &[(1.0, 1, 0b01), (2.0, 2, 0b10), (4.0, 4, 0b01)]);
+        assert_eq!(twice.tighter(0).map(|(e, m)| (e.tf, m[0])), Some((4.0, 0b01)));
+        let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000)];
+        let lower = range(true, None, &spec);
+        assert_eq!(lower.tighter(0).map(|(e, m)| (e.tf, m[0])), Some((2.0, 0b1101)));
+        assert_eq!(lower.tighter(1).map(|(e, m)| (e.tf, m[0])), Some((1.0, 0b1111)));
+        let upper = range(false, None, &spec);
+        assert_eq!(upper.tighter(0).map(|(e, m)| (e.tf, m[0])), Some((2.0, 0b0111)));
+        assert_eq!(upper.tighter(3).map(|(e, m)| (e.tf, m[0])), Some((3.0, 0b1111)));
+        assert!(upper.tighter(4).is_none());
     }
 
     #[test]

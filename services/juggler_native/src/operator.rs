@@ -4,9 +4,11 @@
 //! Per incoming event: the queries over its stream whose attribute predicates it
 //! passes (one probe per predicate list) are the root's candidates; each plan node
 //! binds one more stream, retrieving that stream's held events of the key inside the
-//! time range the node's queries allow (the WES probe), and each partner leaves the
-//! queries whose attribute mask (cached per held event), MAXWINDOW and join/window
-//! lists (one probe each) it passes. A query still standing where its path ends has a
+//! time range the node's queries allow (the WES probe) or through value-index probes
+//! (the JES), each checked against scalar bounds every query it is retrieved for
+//! implies (`Sieve`), and each partner leaves the queries whose attribute mask
+//! (cached per held event), MAXWINDOW and join/window lists (one probe each) it
+//! passes. A query still standing where its path ends has a
 //! result. Queries are bits in word arrays; lists, the plan and the window table are
 //! shared by every query that uses them.
 //!
@@ -19,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
-use crate::store::{Pos, Store};
+use crate::store::{Bound, Pos, Sieve, Store};
 use crate::value::V;
 
 /// One predicate of a query, with the stream and column slots it reads.
@@ -76,7 +78,10 @@ struct Node {
     /// Per query bit, the indices in `checks` of its lists: a partner left with a few
     /// queries is probed against their lists only. `checks` holds the join lists
     /// before the window lists, so each filter phase probes one contiguous part.
-    checks_of: HashMap<usize, Vec<usize>>,
+    checks_of: FxHashMap<usize, Vec<usize>>,
+    /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
+    /// attribute range lists: with its join lists, what a retrieval for it may probe.
+    attrs_of: FxHashMap<usize, Vec<usize>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -121,7 +126,8 @@ pub struct Stats {
     /// Join and window list probes on partners.
     pub probes: u64,
     pub results: u64,
-    /// Partner retrievals by value-index probes, and by time-range scans.
+    /// Partner retrievals by value-index probes, and by time-range scans (a retrieval
+    /// that probes for some queries and scans for the others counts in both).
     pub probed: u64,
     /// Comparisons per predicate type (indexed by `Phase`), as the thesis counts them:
     /// bitset operations (an attribute mask, MAXWINDOW), exploitation-structure probes
@@ -130,7 +136,7 @@ pub struct Stats {
     /// Partners that reached each filter phase, and that passed it.
     pub tested: [u64; 3],
     pub passed: [u64; 3],
-    /// Value-index entries visited by probes (each then checked against the time range).
+    /// Value-index entries visited by probes (each then checked against its sieves).
     pub visited: u64,
     pub scanned: u64,
 }
@@ -159,14 +165,14 @@ pub struct Operator {
     eqs: Vec<EqList>,
     list_of: HashMap<ListKey, ListRef>,
     nodes: Vec<Node>,
-    roots: HashMap<u32, usize>,
+    roots: FxHashMap<u32, usize>,
     streams: Vec<StreamInfo>,
     /// Slots per stream (grows as columns are seen).
     pub widths: Vec<usize>,
     windows: Vec<(i64, Vec<u64>)>,
     /// Row p: the queries whose MAXWINDOW is below windows[p].0.
     narrower: Vec<Vec<u64>>,
-    queries: HashMap<usize, Registered>,
+    queries: FxHashMap<usize, Registered>,
     free_bits: Vec<usize>,
     next_bit: usize,
     registrations: u64,
@@ -211,6 +217,36 @@ fn covers(users: &[u64], group: &[u64]) -> bool {
     users.iter().zip(group).all(|(u, g)| g & !u == 0)
 }
 
+/// For a join or window check at a node binding depth `depth`: whether the partner
+/// is its left side, the partner's slot, and the bound side's (depth, slot); None
+/// unless the check compares the partner with a stream bound before it.
+fn bound_side(check: &Check, depth: usize) -> Option<(bool, usize, (usize, usize))> {
+    if check.l.0 == depth && check.r.0 < depth {
+        Some((true, check.l.1, check.r))
+    } else if check.r.0 == depth && check.l.0 < depth {
+        Some((false, check.r.1, check.l))
+    } else {
+        None
+    }
+}
+
+/// The partner's values that can satisfy `d = l - f*r >= o` (a lower list) or
+/// `d <= o` with the other side's value `ov`, widened past the rounding of solving
+/// for the partner in doubles.
+fn join_range(list: &RangeList, partner_is_left: bool, ov: f64, o: f64) -> Option<(f64, f64)> {
+    let f = list.factor.expect("a pair list").f;
+    let (target, above) = if partner_is_left { (o + f * ov, list.lower) } else { ((ov - o) / f, list.lower == (f < 0.0)) };
+    let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
+    if !target.is_finite() || !slack.is_finite() {
+        return None;
+    }
+    Some(if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) })
+}
+
+/// A retrieval splits its queries into at most this many MAXWINDOW slices, each
+/// checked on every entry visited (the windows of J come from four values).
+const SLICES: usize = 4;
+
 /// Up to this many queries left on a partner, their own lists are probed rather than
 /// every list of the group.
 const FEW: u32 = 8;
@@ -221,18 +257,16 @@ const PROBE_MIN: usize = 16;
 /// A predicate list as `Operator::lists` describes it.
 pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
 
-/// A value-index probe `Operator::cover` may choose: the events it visits, the index,
-/// the value range, the users of its list and the list's predicate type.
-type ProbeOption<'a> = (usize, usize, f64, f64, &'a [u64], Phase);
-
-/// One value-index probe of a JES retrieval: the index, the value range, the queries
-/// it serves, and the predicate type its list is of (a join list, or an attribute
-/// list of the partner's stream).
+/// One value-index probe of a JES retrieval: the index, the entries it visits (those
+/// in its value range), the queries it serves, and the predicate type its list is of
+/// (a join list, or an attribute list of the partner's stream).
 struct IndexProbe {
     index: usize,
-    lo: f64,
-    hi: f64,
+    entries: std::ops::Range<usize>,
     covered: Vec<u64>,
+    /// The query it was chosen for, and the ranges of all that query's lists at its
+    /// own constants: the sieve of a slice holding that query alone.
+    own: (usize, Vec<Bound>),
     phase: Phase,
 }
 
@@ -259,6 +293,11 @@ impl<'a> PhaseLists<'a> {
     fn of(&self, phase: Phase) -> &[(&'a Check, &'a [u64])] {
         if phase == Phase::W { &self.lists[self.split..] } else { &self.lists[..self.split] }
     }
+}
+
+/// The lowest bit set in `mask`.
+fn first_bit(mask: &[u64]) -> Option<usize> {
+    mask.iter().position(|&w| w != 0).map(|w| w * 64 + mask[w].trailing_zeros() as usize)
 }
 
 fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
@@ -346,6 +385,7 @@ impl Operator {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
             node.checks_of.remove(&bit);
+            node.attrs_of.remove(&bit);
         }
         for (_, mask) in &mut self.windows {
             set(mask, bit, false);
@@ -503,7 +543,12 @@ impl Operator {
                         }
                     }
                 }
+                let attrs = self.streams.get(path[depth] as usize).map_or_else(Vec::new, |info| {
+                    let mine = |list: &ListRef| lists.iter().any(|(l, _)| l == list);
+                    (0..info.attr.len()).filter(|&k| matches!(info.attr[k], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
+                });
                 let n = &mut self.nodes[node];
+                n.attrs_of.insert(bit, attrs);
                 set(&mut n.mask, bit, true);
                 n.widest = n.widest.max(spec.window);
                 if depth == path.len() - 1 {
@@ -554,7 +599,7 @@ impl Operator {
 
     fn new_node(&self, stream: u32) -> Node {
         Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: HashMap::new() }
+               checks_of: FxHashMap::default(), attrs_of: FxHashMap::default() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -844,10 +889,11 @@ impl Operator {
         true
     }
 
-    /// Bind each child's stream: retrieve its partners (J before W: through the JES
-    /// when a value-index probe visits fewer events than the time range holds; else
-    /// the WES time range) and run the filter phases A, W (MAXWINDOW, unless the JES
-    /// retrieval applied it, and the window lists), J on each in `order`'s order.
+    /// Bind each child's stream: retrieve its partners (`retrieve`: J before W, value-
+    /// index probes for the queries they serve and the WES time range for the rest;
+    /// W before J, the time range), keep each for the queries whose MAXWINDOW it fits
+    /// among those it was retrieved for, and run the filter phases A, W (the window
+    /// lists), J on each in `order`'s order.
     /// `deferred`: the tuple's attribute mask when A did not come first (then only at
     /// the first level, where the A phase applies it too).
     #[allow(clippy::too_many_arguments)]
@@ -878,24 +924,12 @@ impl Operator {
             if lo > hi {
                 continue;
             }
-            let depth = partial.len();
-            // (index, the queries it is a candidate for: None for the whole group)
-            let probed = if join_first(order) { self.probe(ks, c, depth, partial, &group, lo, hi, (mints, maxts), stats) } else { None };
-            let (candidates, only) = match probed {
-                Some(found) => {
-                    stats.probed += 1;
-                    found
-                }
-                None => {
-                    stats.scanned += 1;
-                    let found: Vec<usize> = ks.stores[s].between(lo, hi).collect();
-                    stats.comparisons[Phase::W as usize] += 1 + found.len() as u64;
-                    (found, Vec::new())
-                }
-            };
+            let (candidates, only) =
+                self.retrieve(ks, c, partial, &group, (lo, hi), (mints, maxts), join_first(order), stats);
             let nw = self.nw;
             let r = words(&group);
-            let active = self.active(c, &group, &r);
+            // made when a partner first needs them: most retrievals return few partners
+            let mut active = None;
             let mut mine = PhaseLists::default();
             'candidates: for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
@@ -906,17 +940,18 @@ impl Operator {
                 let ts = ks.stores[s].ts(i);
                 let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
                 let span = hi_ts as i128 - lo_ts as i128;
-                if !only.is_empty() {
-                    for (w, m) in survivors[r.clone()].iter_mut().zip(&only[k * nw + r.start..k * nw + r.end]) {
-                        *w &= m;
-                    }
-                    // State-Slice: a JES probe keeps to its queries' time range, each
-                    // partner for the queries whose MAXWINDOW it fits.
-                    stats.comparisons[Phase::W as usize] += 1;
-                    if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
-                        continue;
-                    }
+                for (w, m) in survivors[r.clone()].iter_mut().zip(&only[k * nw + r.start..k * nw + r.end]) {
+                    *w &= m;
                 }
+                // State-Slice: a retrieval keeps to its queries' time ranges, each
+                // partner for the queries whose MAXWINDOW it fits.
+                stats.comparisons[Phase::W as usize] += 1;
+                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
+                    continue;
+                }
+                // The words the partner's own queries span: a few queries of a large
+                // group leave most of the group's words empty.
+                let rc = words(&survivors);
                 partial.push((c.stream, i));
                 // The lists probed: a few queries left, their own; else the group's.
                 let mut lists: Option<bool> = None;
@@ -927,26 +962,22 @@ impl Operator {
                         Phase::A => {
                             let attr = self.cached_fail(&mut ks.stores[s], c.stream, i, exact);
                             stats.comparisons[p] += 1 + deferred.is_some() as u64;
-                            and_not(&mut survivors[r.clone()], &attr[r.clone()])
-                                && deferred.is_none_or(|f| and_not(&mut survivors[r.clone()], &f[r.clone()]))
+                            and_not(&mut survivors[rc.clone()], &attr[rc.clone()])
+                                && deferred.is_none_or(|f| and_not(&mut survivors[rc.clone()], &f[rc.clone()]))
                         }
                         Phase::W | Phase::J => {
-                            if phase == Phase::W && only.is_empty() {
-                                stats.comparisons[p] += 1;
-                                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
-                                    partial.pop();
-                                    continue 'candidates;
-                                }
-                            }
                             let few = *lists.get_or_insert_with(|| {
-                                let few = survivors[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
+                                let few = survivors[rc.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
                                 if few {
-                                    self.own_lists(c, &survivors, &r, &mut mine);
+                                    self.own_lists(c, &survivors, &rc, &mut mine);
                                 }
                                 few
                             });
-                            let checks = if few { &mine } else { &active }.of(phase);
-                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &r, exact, stats)
+                            if !few && active.is_none() {
+                                active = Some(self.active(c, &group, &r));
+                            }
+                            let checks = if few { &mine } else { active.as_ref().unwrap() }.of(phase);
+                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &rc, exact, stats)
                         }
                     };
                     if !alive {
@@ -1034,10 +1065,13 @@ impl Operator {
                 let x = &mut e[v];
                 (x.scans, x.in_range) = (1.0, n as f64);
                 (x.join_probes, x.join_visits, x.join_found) = (1.0, n as f64, n as f64);
-                if n >= PROBE_MIN
-                    && let Some((total, chosen)) = self.cover(ks, c, 1, &[tuple], &group, n, stats)
-                {
-                    let visits = total as f64;
+                let chosen = if n >= PROBE_MIN { self.cover(ks, c, &[tuple], &group, n, stats) } else { Vec::new() };
+                let served = chosen.iter().fold(vec![0; self.nw], |mut m, p| {
+                    or_into(&mut m, &p.covered);
+                    m
+                });
+                if !chosen.is_empty() && served == group {
+                    let visits = chosen.iter().map(|p| p.entries.len()).sum::<usize>() as f64;
                     (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
                 }
                 let r = words(&group);
@@ -1082,26 +1116,18 @@ impl Operator {
     /// the window type. Times are ints, so the bounds are exact.
     fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
                 mut hi: i128) -> (i128, i128) {
-        let depth = partial.len();
-        for check in &c.checks {
+        // The lists every query of the group uses are among any one query's.
+        let Some(bit) = first_bit(group) else { return (lo, hi) };
+        for check in c.checks_of.get(&bit).into_iter().flatten().map(|&k| &c.checks[k]).filter(|check| check.window) {
             let ListRef::Range(j) = check.list else { continue };
-            if check.l.1 != 0 || check.r.1 != 0 {
-                continue;
-            }
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
-            let (partner_is_left, other) = if check.l.0 == depth && check.r.0 < depth {
-                (true, check.r)
-            } else if check.r.0 == depth && check.l.0 < depth {
-                (false, check.l)
-            } else {
-                continue;
-            };
-            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((_, ti)) = loosest(list, group) else { continue };
+            let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
             if !covers(list.users(), group) {
                 continue;
             }
+            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
+            let Some((_, ti)) = loosest(list, group) else { continue };
             let (os, oi) = partial[other.0];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1115,131 +1141,195 @@ impl Operator {
         (lo, hi)
     }
 
-    /// JES retrieval for a node: when every query of `group` has a predicate in a
-    /// join list whose other side is bound, the union of one value-index probe per
-    /// list (over the loosest constant of the group's queries in it, widened past
-    /// rounding; the lists' exact filter decides) replaces the time-range scan, if it
-    /// visits fewer events. Each partner found is examined once, for the whole group.
-    #[allow(clippy::too_many_arguments)]
-    fn probe(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], lo: i128,
-             hi: i128, (mints, maxts): (i64, i64), stats: &mut Stats) -> Option<(Vec<usize>, Vec<u64>)> {
-        let s = c.stream as usize;
-        let in_window = ks.stores[s].between(lo, hi).len();
-        if in_window < PROBE_MIN || c.checks.is_empty() {
-            return None;
+    /// The range of a partner's column each of query `bit`'s lists allows at a
+    /// constant `pick` chooses in it (None: skip the list), widened past rounding (the
+    /// lists' exact filter decides): one per join list whose other side is bound to a
+    /// number, one per attribute range list of the partner's stream, passed to `each`
+    /// as (partner slot, the range, the queries `pick` says it serves, the list's
+    /// predicate type).
+    fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
+                          pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
+                          mut each: impl FnMut(Bound, &'a [u64], Phase)) {
+        for &k in c.checks_of.get(&bit).into_iter().flatten() {
+            let check = &c.checks[k];
+            let ListRef::Range(j) = check.list else { continue };
+            let list = &self.ranges[j];
+            // a window predicate: the time range already holds it
+            let Some((partner_is_left, slot, other)) = bound_side(check, partial.len()).filter(|_| !check.window) else {
+                continue;
+            };
+            let (os, oi) = partial[other.0];
+            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
+            let Some((o, served)) = pick(list) else { continue };
+            if let Some((lo, hi)) = join_range(list, partner_is_left, ov, o) {
+                each(Bound { slot, lo, hi }, served, Phase::J);
+            }
         }
-        let (_, chosen) = self.cover(ks, c, depth, partial, group, in_window, stats)?;
-        // Each partner once, for the queries of the probes that found it.
-        let store = &ks.stores[s];
+        let attr = &self.streams[c.stream as usize].attr;
+        for &k in c.attrs_of.get(&bit).into_iter().flatten() {
+            let (ListRef::Range(j), slot, _) = attr[k] else { unreachable!("attribute range lists only") };
+            let list = &self.ranges[j];
+            let Some((t, served)) = pick(list) else { continue };
+            let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
+            if t.is_finite() {
+                let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
+                each(Bound { slot, lo, hi }, served, Phase::A);
+            }
+        }
+    }
+
+    /// The sieves a retrieval for the queries `q` checks its partners against, pushed
+    /// to `sieves` with their queries to `masks`: one per MAXWINDOW slice of `q`
+    /// (State-Slice), with the slice's time range narrowed by the window lists all its
+    /// queries use, and (with `joins`) the ranges of every join and attribute list all
+    /// its queries use (`own`: a query and its ranges, known already for a slice of
+    /// that query alone). A partner outside them is of use to none of the slice's
+    /// queries; a slice with an empty time range gets no sieve.
+    #[allow(clippy::too_many_arguments)]
+    fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
+              own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
+              sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
+        for (slice, w) in self.slices(q) {
+            let w = w as i128;
+            let (tlo, thi) = self.narrowed(ks, c, partial, &slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+            if tlo > thi {
+                continue;
+            }
+            // The lists all the slice's queries use are among any one query's.
+            let mut bounds = Vec::new();
+            let alone = |(bit, _): &(usize, &[Bound])| slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1
+                && first_bit(&slice) == Some(*bit);
+            if let Some((_, ranges)) = own.filter(alone) {
+                bounds.extend_from_slice(ranges);
+            } else if joins && let Some(bit) = first_bit(&slice) {
+                let shared = |list: &'a RangeList| {
+                    covers(list.users(), &slice).then(|| loosest(list, &slice)).flatten().map(|(t, _)| (t, list.users()))
+                };
+                self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
+            }
+            sieves.push(Sieve { tlo, thi, bounds });
+            masks.push(slice);
+        }
+    }
+
+    /// `q` split by MAXWINDOW, narrowest first, as (the queries, their widest window):
+    /// one slice per window, adjacent windows merged into at most `SLICES` slices.
+    fn slices(&self, q: &[u64]) -> Vec<(Vec<u64>, i64)> {
+        let r = words(q);
+        let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
+        let per_slice = present().count().div_ceil(SLICES).max(1);
+        let mut slices: Vec<(Vec<u64>, i64)> = Vec::new();
+        for (k, (w, m)) in present().enumerate() {
+            if k % per_slice == 0 {
+                slices.push((vec![0; q.len()], 0));
+            }
+            let (slice, widest) = slices.last_mut().unwrap();
+            slice[r.clone()].iter_mut().zip(&m[r.clone()]).zip(&q[r.clone()]).for_each(|((s, m), q)| *s |= m & q);
+            *widest = *w;
+        }
+        slices
+    }
+
+    /// The child's partners for `group`'s queries in the time range [lo, hi], each
+    /// once, with the queries it may serve (`nw` words per partner): the queries a
+    /// cover of value-index probes serves (J before W, when the probes visit fewer
+    /// events than the time range holds) through those probes, the others through the
+    /// time range. Each entry visited is checked against the sieves of the queries it
+    /// is retrieved for (a time-range scan before J checks only their times), so a
+    /// partner of use to none of them is not returned.
+    #[allow(clippy::too_many_arguments)]
+    fn retrieve(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], (lo, hi): (i128, i128),
+                times: (i64, i64), joins: bool, stats: &mut Stats) -> (Vec<usize>, Vec<u64>) {
+        let s = c.stream as usize;
+        let in_window = ks.stores[s].between(lo, hi);
+        let (mut sieves, mut of) = (Vec::new(), Vec::new());
         let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut hits = Vec::new();
-        for (p, probe) in chosen.iter().enumerate() {
-            hits.clear();
-            // The time range of this probe's own queries (State-Slice): a partner
-            // only a wider query of the group could use is not one of theirs.
-            let w = self.widest(&probe.covered) as i128;
-            let (plo, phi) = (lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
-            let visited = store.probe(probe.index, probe.lo, probe.hi, plo, phi, &mut hits) as u64;
-            stats.visited += visited;
-            stats.comparisons[probe.phase as usize] += 1 + visited;
-            found.extend(hits.iter().map(|&i| (i, p)));
+        let mut rest = group.to_vec();
+        if joins && in_window.len() >= PROBE_MIN {
+            let chosen = self.cover(ks, c, partial, group, in_window.len(), stats);
+            stats.probed += !chosen.is_empty() as u64;
+            for probe in &chosen {
+                and_not(&mut rest, &probe.covered);
+                let first = sieves.len();
+                let own = Some((probe.own.0, &probe.own.1[..]));
+                self.sieves(ks, c, partial, &probe.covered, own, (lo, hi), times, true, &mut sieves, &mut of);
+                if sieves.len() == first {
+                    continue;
+                }
+                let start = found.len();
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves[first..], &mut found);
+                found[start..].iter_mut().for_each(|f| f.1 += first);
+                let visited = probe.entries.len() as u64;
+                stats.visited += visited;
+                stats.comparisons[probe.phase as usize] += 1 + visited;
+            }
+        }
+        if rest.iter().any(|&w| w != 0) {
+            stats.scanned += 1;
+            stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
+            let first = sieves.len();
+            self.sieves(ks, c, partial, &rest, None, (lo, hi), times, joins, &mut sieves, &mut of);
+            let start = found.len();
+            for i in in_window {
+                ks.stores[s].sift(i, &sieves[first..], &mut found);
+            }
+            found[start..].iter_mut().for_each(|f| f.1 += first);
         }
         found.sort_unstable();
         let nw = self.nw;
         let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
-        for (i, p) in found {
+        for (i, k) in found {
             if indices.last() != Some(&i) {
                 indices.push(i);
-                masks.extend_from_slice(&chosen[p].covered);
+                masks.extend_from_slice(&of[k]);
             } else {
                 let at = masks.len() - nw;
-                or_into(&mut masks[at..], &chosen[p].covered);
+                or_into(&mut masks[at..], &of[k]);
             }
         }
-        Some((indices, masks))
+        (indices, masks)
     }
 
-    /// The value-index probes that would serve every query of `group`, fewest events
-    /// first, and the events they visit; None when no such cover visits fewer than
-    /// `limit`. Sizing each candidate probe (two binary searches) counts as one
-    /// comparison of its list's type.
-    #[allow(clippy::too_many_arguments)]
-    fn cover(&self, ks: &mut KeyState, c: &Node, depth: usize, partial: &[(u32, usize)], group: &[u64], limit: usize,
-             stats: &mut Stats) -> Option<(usize, Vec<IndexProbe>)> {
+    /// Value-index probes serving queries of `group`, each query by one probe: for
+    /// the first query not yet served, the probe over its own constant in one of its
+    /// lists that visits fewest entries, serving also the group's queries whose
+    /// constants in that list are at least as tight, while the entries the probes
+    /// visit stay below `limit` (what scanning the time range visits). Queries with no
+    /// such list, or beyond the limit, are left to the scan. Sizing each candidate
+    /// probe (two binary searches) counts as one comparison of its list's type.
+    fn cover<'a>(&'a self, ks: &mut KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
+             stats: &mut Stats) -> Vec<IndexProbe> {
         let s = c.stream as usize;
-        let mut options: Vec<ProbeOption> = Vec::new();
-        for check in &c.checks {
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            let (partner_is_left, partner_slot, other) = if check.l.0 == depth && check.r.0 < depth {
-                (true, check.l.1, check.r)
-            } else if check.r.0 == depth && check.l.0 < depth {
-                (false, check.r.1, check.l)
-            } else {
-                continue;
-            };
-            if partner_slot == 0 {
-                continue; // a window predicate: the time range already holds it
-            }
-            let (os, oi) = partial[other.0];
-            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((o, _)) = loosest(list, group) else { continue };
-            let f = list.factor.expect("a pair list").f;
-            // d = l - f*r, and d >= o (lower) or d <= o (upper), solved for the partner
-            let (target, above) = if partner_is_left {
-                (o + f * ov, list.lower)
-            } else {
-                ((ov - o) / f, list.lower == (f < 0.0))
-            };
-            let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
-            if !target.is_finite() || !slack.is_finite() {
-                continue;
-            }
-            let (vlo, vhi) = if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) };
-            let x = ks.stores[s].index(partner_slot);
-            stats.comparisons[Phase::J as usize] += 1;
-            let count = ks.stores[s].count(x, vlo, vhi);
-            options.push((count, x, vlo, vhi, list.users(), Phase::J));
-        }
-        // Attribute lists of the partner's stream: tail constants make these the
-        // narrowest ranges of all.
-        if let Some(info) = self.streams.get(s) {
-            for &(list, slot, r) in &info.attr {
-                let (ListRef::Range(j), None) = (list, r) else { continue };
-                let list = &self.ranges[j];
-                let Some((t, _)) = loosest(list, group) else { continue };
-                let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
-                if !t.is_finite() {
-                    continue;
-                }
-                let (vlo, vhi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
-                let x = ks.stores[s].index(slot);
-                stats.comparisons[Phase::A as usize] += 1;
-                let count = ks.stores[s].count(x, vlo, vhi);
-                options.push((count, x, vlo, vhi, list.users(), Phase::A));
-            }
-        }
-        options.sort_by_key(|o| o.0);
         let mut uncovered = group.to_vec();
         let mut chosen = Vec::new();
         let mut total = 0;
-        // `uncovered` stays within `group`, so a list's users stand for the group's
-        for (count, index, lo, hi, users, phase) in options {
-            if !mask_intersects(&uncovered, users) {
-                continue;
+        let mut ranges = Vec::new();
+        while let Some(bit) = first_bit(&uncovered) {
+            ranges.clear();
+            let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
+            self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
+            let mut best = None;
+            for &(Bound { slot, lo, hi }, served, phase) in &ranges {
+                let x = ks.stores[s].index(slot);
+                stats.comparisons[phase as usize] += 1;
+                let entries = ks.stores[s].entries(x, lo, hi);
+                if total + entries.len() < limit
+                    && best.as_ref().is_none_or(|(_, e, _, _): &(usize, std::ops::Range<usize>, _, _)| entries.len() < e.len())
+                {
+                    best = Some((x, entries, served, phase));
+                }
             }
-            total += count;
-            if total >= limit {
-                return None;
-            }
-            and_not(&mut uncovered, users);
-            let covered = users.iter().zip(group).map(|(u, g)| u & g).collect();
-            chosen.push(IndexProbe { index, lo, hi, covered, phase });
-            if uncovered.iter().all(|&w| w == 0) {
-                return Some((total, chosen));
+            set(&mut uncovered, bit, false);
+            if let Some((index, entries, served, phase)) = best {
+                let mut covered: Vec<u64> = served.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
+                set(&mut covered, bit, true);
+                and_not(&mut uncovered, served);
+                total += entries.len();
+                let own = (bit, ranges.iter().map(|r| r.0).collect());
+                chosen.push(IndexProbe { index, entries, covered, own, phase });
             }
         }
-        None
+        chosen
     }
 
     /// Every predicate list: its family (0 upper, 1 lower, 2 equality), the (stream,
@@ -1305,6 +1395,125 @@ impl Operator {
 mod tests {
     use super::*;
     use crate::lists::NoExact;
+    use crate::ordering::STATIC_ORDERS;
+
+    /// A small deterministic generator (the tests draw without a dependency).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    /// Int predicates a brute force can evaluate: `stream.slot >= or <= t`, or
+    /// `l - r >= or <= t` on two streams' slots (slot 0 is `ts`).
+    #[derive(Clone, Copy)]
+    enum Cond {
+        Attr(u32, usize, bool, i64),
+        Pair((u32, usize), (u32, usize), bool, i64),
+    }
+
+    fn holds(cond: Cond, value: impl Fn(u32, usize) -> i64) -> bool {
+        let (v, lower, t) = match cond {
+            Cond::Attr(s, slot, lower, t) => (value(s, slot), lower, t),
+            Cond::Pair(l, r, lower, t) => (value(l.0, l.1) - value(r.0, r.1), lower, t),
+        };
+        if lower { v >= t } else { v <= t }
+    }
+
+    #[test]
+    fn sieved_retrieval_finds_what_brute_force_finds_with_many_windows_and_orders() {
+        let mut rng = Lcg(7);
+        let one = Factor { f: 1.0, int: Some(1) };
+        // more distinct MAXWINDOWs than SLICES, so slices merge adjacent windows
+        let windows = [20, 45, 75, 120, 200, 325, 500];
+        let mut queries: Vec<(Vec<u32>, i64, Vec<Cond>)> = Vec::new();
+        for _ in 0..60 {
+            let streams: Vec<u32> = if rng.below(3) == 0 { vec![0, 1, 2] } else { vec![0, 1] };
+            let window = windows[rng.below(windows.len() as u64) as usize];
+            let mut conds = vec![Cond::Pair((0, 1), (1, 1), rng.below(2) == 0, rng.below(80) as i64 - 40)];
+            if rng.below(2) == 0 {
+                conds.push(Cond::Attr(1, 2, rng.below(2) == 0, rng.below(100) as i64));
+            }
+            if rng.below(3) == 0 {
+                conds.push(Cond::Pair((1, 0), (0, 0), rng.below(2) == 0, rng.below(400) as i64 - 200));
+            }
+            if streams.len() == 3 {
+                // the third stream joined by value, or linked by time only
+                conds.push(if rng.below(2) == 0 {
+                    Cond::Pair((2, 2), (1, 2), rng.below(2) == 0, rng.below(60) as i64 - 30)
+                } else {
+                    Cond::Pair((2, 0), (0, 0), rng.below(2) == 0, rng.below(600) as i64 - 300)
+                });
+            }
+            queries.push((streams, window, conds));
+        }
+        let mut events = Vec::new();
+        let mut ts = 0;
+        for seq in 0..600u64 {
+            ts += rng.below(20) as i64;
+            let stream = rng.below(3) as u32;
+            events.push((seq, stream, ts, rng.below(100) as i64, rng.below(100) as i64));
+        }
+        let value = |e: &(u64, u32, i64, i64, i64), slot: usize| [e.2, e.3, e.4][slot];
+        let mut expected = Vec::new();
+        for (q, (streams, window, conds)) in queries.iter().enumerate() {
+            // every combination of the query's streams within its window
+            let mut combos: Vec<Vec<&(u64, u32, i64, i64, i64)>> = vec![vec![]];
+            for &s in streams {
+                combos = combos
+                    .iter()
+                    .flat_map(|combo| {
+                        events.iter().filter(move |e| e.1 == s).filter_map(move |e| {
+                            let ts = combo.iter().map(|c| c.2).chain([e.2]);
+                            (ts.clone().max().unwrap() - ts.min().unwrap() <= *window).then(|| [&combo[..], &[e]].concat())
+                        })
+                    })
+                    .collect();
+            }
+            for combo in combos {
+                if conds.iter().all(|&c| holds(c, |s, slot| value(combo[s as usize], slot))) {
+                    expected.push((q, combo.iter().map(|e| e.0).collect::<Vec<_>>()));
+                }
+            }
+        }
+        expected.sort();
+        assert!(expected.len() > 100, "a test with results: {}", expected.len());
+        for order in [STATIC_ORDERS[0], STATIC_ORDERS[2], STATIC_ORDERS[5]] {
+            let mut op = Operator::new(0, 0);
+            op.types = TypeManager::new(Some(order), 128);
+            for s in 0..3 {
+                op.widen(s, 3);
+            }
+            let mut bits = Vec::new();
+            for (k, (streams, window, conds)) in queries.iter().enumerate() {
+                let preds = conds.iter().enumerate().map(|(i, &c)| {
+                    let id = (k * 8 + i) as u32;
+                    match c {
+                        Cond::Attr(stream, slot, lower, t) => {
+                            PredSpec::Range { id, stream, slot, lower, tf: t as f64, ti: t as i128 }
+                        }
+                        Cond::Pair(l, r, lower, t) => {
+                            PredSpec::PairRange { id, l, r, lower, factor: one, tf: t as f64, ti: t as i128 }
+                        }
+                    }
+                });
+                bits.push(op.register(QuerySpec { streams: streams.clone(), window: *window, preds: preds.collect() }));
+            }
+            let mut got = Vec::new();
+            for &(seq, stream, ts, x, y) in &events {
+                let incoming = Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x), V::I(y)], pos: (0, 0) };
+                for hit in op.process(incoming, &mut NoExact).ok().unwrap() {
+                    got.push((bits.iter().position(|&b| b == hit.bit).unwrap(), hit.seqs));
+                }
+                assert_eq!(op.seq, seq + 1);
+            }
+            got.sort();
+            assert_eq!(got, expected, "order {order:?}");
+        }
+    }
 
     fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {
         Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x)], pos: (0, ts) }

@@ -58,6 +58,26 @@ pub struct ValueIndex {
     at: Vec<u32>,
 }
 
+/// A bound on a partner's value in `slot`: `lo <= v <= hi`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bound {
+    pub slot: usize,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Necessary conditions for an event to be of use to some queries, checked on each
+/// index entry a probe visits (so an event only the loosest or widest of the probed
+/// queries could use is not retrieved): its ts in [tlo, thi], and its value within
+/// each bound. A value that is no number (no `index_key`) meets no bound: it
+/// satisfies no range predicate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sieve {
+    pub tlo: i128,
+    pub thi: i128,
+    pub bounds: Vec<Bound>,
+}
+
 /// A value's place in a value index: doubles as they are, ints beyond 64 bits nearly
 /// (probes widen their ranges far beyond that rounding); other types satisfy no
 /// range predicate and are left out.
@@ -242,28 +262,37 @@ impl Store {
         self.indexes.len() - 1
     }
 
-    /// Store indices of the events whose value in index `x` lies in [vlo, vhi] and
-    /// whose ts lies in [tlo, thi], appended to `out`; returns the entries visited.
-    pub fn probe(&self, x: usize, vlo: f64, vhi: f64, tlo: i128, thi: i128, out: &mut Vec<usize>) -> usize {
-        let index = &self.indexes[x];
-        let a = index.keys.partition_point(|&k| k < vlo);
-        let b = index.keys.partition_point(|&k| k <= vhi).max(a);
-        for &i in &index.at[a..b] {
-            let i = i as usize;
-            if i >= self.head {
-                let ts = self.ts(i) as i128;
-                if tlo <= ts && ts <= thi {
-                    out.push(i);
-                }
+    /// The events at `entries` of index `x` (see `entries`), each as (store index, k)
+    /// for every `sieves[k]` it meets, appended to `out`.
+    pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
+        for &i in &self.indexes[x].at[entries] {
+            if i as usize >= self.head {
+                self.sift(i as usize, sieves, out);
             }
         }
-        b - a
     }
 
-    /// How many index entries lie in [vlo, vhi] (what a probe would visit).
-    pub fn count(&self, x: usize, vlo: f64, vhi: f64) -> usize {
+    /// Append (i, k) to `out` for every `sieves[k]` event `i` meets: its ts and every
+    /// bounded value in range.
+    pub fn sift(&self, i: usize, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
+        let ts = self.ts(i) as i128;
+        for (k, sieve) in sieves.iter().enumerate() {
+            if sieve.tlo <= ts
+                && ts <= sieve.thi
+                && sieve.bounds.iter().all(|b| index_key(self.value(i, b.slot)).is_some_and(|v| b.lo <= v && v <= b.hi))
+            {
+                out.push((i, k));
+            }
+        }
+    }
+
+    /// The positions in index `x` of the entries whose values lie in [vlo, vhi]: what
+    /// a probe of that range visits. An infinite end takes in every entry on its side
+    /// without a search (numbers are never NaN, DESIGN section 1).
+    pub fn entries(&self, x: usize, vlo: f64, vhi: f64) -> std::ops::Range<usize> {
         let keys = &self.indexes[x].keys;
-        keys.partition_point(|&k| k <= vhi).saturating_sub(keys.partition_point(|&k| k < vlo))
+        let a = if vlo == f64::NEG_INFINITY { 0 } else { keys.partition_point(|&k| k < vlo) };
+        a..if vhi == f64::INFINITY { keys.len() } else { keys.partition_point(|&k| k <= vhi) }.max(a)
     }
 
     /// Drop the events below `floor` (the key's floor: no result can use them). They
@@ -345,10 +374,52 @@ mod tests {
         s.purge(800); // compacts
         s.insert(101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
         let mut found = Vec::new();
-        s.probe(x, 3.0, 3.0, 0, 10_000, &mut found);
-        let mut seqs: Vec<u64> = found.iter().map(|&i| s.seq(i)).collect();
+        let all = Sieve { tlo: 0, thi: 10_000, bounds: vec![] };
+        s.probe(x, s.entries(x, 3.0, 3.0), std::slice::from_ref(&all), &mut found);
+        let mut seqs: Vec<u64> = found.iter().map(|&(i, _)| s.seq(i)).collect();
         seqs.sort();
         assert_eq!(seqs, vec![83, 93, 101]);
-        assert!(found.iter().all(|&i| s.value(i, 1) == &V::F(3.0)));
+        assert!(found.iter().all(|&(i, _)| s.value(i, 1) == &V::F(3.0)));
+    }
+
+    #[test]
+    fn a_probe_returns_exactly_the_events_each_sieve_admits() {
+        // slot 1: the indexed column; slot 2: another, missing on every seventh event
+        let mut s = Store { width: 3, ..Default::default() };
+        for seq in 0..300u64 {
+            let other = if seq % 7 == 0 { V::Missing } else { V::I((seq * 37 % 100) as i64) };
+            s.insert(seq, (0, 0), 0, vec![V::I((seq * 13 % 500) as i64), V::F((seq % 50) as f64), other]);
+        }
+        let x = s.index(1);
+        let bound = |slot, lo, hi| Bound { slot, lo, hi };
+        let sieves = [
+            Sieve { tlo: 100, thi: 300, bounds: vec![] },
+            Sieve { tlo: 0, thi: 499, bounds: vec![bound(2, 20.0, 60.0)] },
+            Sieve { tlo: 250, thi: 400, bounds: vec![bound(2, f64::NEG_INFINITY, 50.0), bound(1, 12.0, 12.0)] },
+            Sieve { tlo: 5, thi: 4, bounds: vec![] },
+        ];
+        let mut found = Vec::new();
+        let entries = s.entries(x, 10.0, 30.0);
+        s.probe(x, entries.clone(), &sieves, &mut found);
+        found.sort();
+        let in_range = |i: usize| matches!(s.value(i, 1), V::F(v) if (10.0..=30.0).contains(v));
+        let meets = |i: usize, sieve: &Sieve| {
+            let ts = s.ts(i) as i128;
+            let value = |slot| match s.value(i, slot) {
+                V::I(v) => Some(*v as f64),
+                V::F(v) => Some(*v),
+                _ => None,
+            };
+            sieve.tlo <= ts && ts <= sieve.thi
+                && sieve.bounds.iter().all(|b| value(b.slot).is_some_and(|v| b.lo <= v && v <= b.hi))
+        };
+        let mut expected = Vec::new();
+        for i in s.all().filter(|&i| in_range(i)) {
+            expected.extend(sieves.iter().enumerate().filter(|(_, sv)| meets(i, sv)).map(|(k, _)| (i, k)));
+        }
+        expected.sort();
+        assert_eq!(entries.len(), s.all().filter(|&i| in_range(i)).count());
+        assert_eq!(found, expected);
+        assert!((0..3).all(|k| found.iter().any(|f| f.1 == k)), "every live sieve admits some event");
     }
 }
