@@ -117,3 +117,30 @@ def test_restore_without_a_deleted_original_says_so_and_goes_on(kafka_bootstrap:
         assert client.dead_letters() == []
     finally:
         worker.stop()
+
+
+def test_read_originals_reads_wanted_records_across_gaps(kafka_bootstrap: str) -> None:
+    """The restore's bulk read: wanted offsets of two partitions, with a gap skipped by
+    a seek, one offset below the log start and one past the end, all in one pass."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from juggler.service.restore import read_originals
+
+    topic = unique("orig")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for p in (0, 1):
+        for i in range(60):
+            producer.produce(topic, key=b"k", value=f"{p}:{i}".encode(), partition=p)
+    producer.flush(30)
+    for future in admin.delete_records([TopicPartition(topic, 1, 5)]).values():
+        future.result()
+    worker = SimpleNamespace(admin=admin, client_config={"bootstrap.servers": kafka_bootstrap},
+                             settings=SimpleNamespace(app_id=unique("orig-app")))
+    got = read_originals(worker, {(topic, 0): [1, 2, 40, 59], (topic, 1): [3, 7, 60]}, skip=10)
+    assert got == {(topic, 0): {1: b"0:1", 2: b"0:2", 40: b"0:40", 59: b"0:59"},
+                   (topic, 1): {7: b"1:7"}}
