@@ -2,9 +2,10 @@
 
     .venv/bin/python -m bench.restore [--events 1000000] [--bootstrap HOST:PORT]
 
-Writes partition 0 of a fresh `juggler.state` (under a new topic prefix) the way a
-worker leaves it after N events of workload J's B stream over 20 keys within the
-retention (an `e/` record per held event, a `k/` record per key, one query), then
+Writes N events of workload J's B stream over 20 keys to partition 0 of a fresh stream
+topic (under a new topic prefix) and partition 0 of `juggler.state` the way a worker
+leaves it after them within the retention (an `e/` record per held event, a reference
+to its input record; a `k/` record per key; one query), then
 starts a real worker on that prefix and reports how long partition 0 took to restore
 (the worker's own log line) and the wall time until `/health` answered 200. Medians of
 `--repeats` runs. Without `--bootstrap` a local broker is started.
@@ -19,6 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from juggler.codec.avro import Codec
 from juggler.kafka.broker import broker_or_env, free_port
@@ -46,14 +48,9 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
         key = f"p{i % KEYS}".encode()
         value = codec.encode("B", {"ts": 1_000 + i, "pressure": 100.0 + i % 50,
                                    "temp": 37.0, "alert": False})
-        body, headers = held_state.event_record(key, value, i, 900_000)
-        while True:
-            try:
-                producer.produce(names.state, key=held_state.event_key(stream_topic, i),
-                                 value=body, headers=headers, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.1)
+        _produce(producer, stream_topic, key, value, [])
+        _produce(producer, names.state, held_state.event_key(stream_topic, i), b"",
+                 held_state.event_headers(key, i))
     for k in range(KEYS):
         producer.produce(names.state, key=f"k/p{k}".encode(),
                          value=held_state.key_meta(1_000 + n, 0), partition=0)
@@ -62,10 +59,35 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     producer.flush(120)
 
 
-def restore_once(bootstrap: str, prefix: str, workdir: Path) -> tuple[float, float]:
+def _produce(producer: Any, topic: str, key: bytes, value: bytes,
+             headers: list[tuple[str, bytes]]) -> None:
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, headers=headers, partition=0)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def commit_processed(bootstrap: str, prefix: str, app_id: str, n: int) -> None:
+    """The group's offsets as the worker left them: stream B's N events processed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(client_config(bootstrap, **{"group.id": app_id, "log_level": 0,
+                                                    "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition(TopicNames(prefix).stream("B"), 0, n)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def restore_once(bootstrap: str, prefix: str, workdir: Path, n: int) -> tuple[float, float]:
     port = free_port()
+    app_id = f"restore-{uuid.uuid4().hex[:6]}"
+    commit_processed(bootstrap, prefix, app_id, n)
     worker = WorkerProcess({"bootstrap": bootstrap, "topic_prefix": prefix, "partitions": 1,
-                            "app_id": f"restore-{uuid.uuid4().hex[:6]}", "web_port": port,
+                            "app_id": app_id, "web_port": port,
                             "web_host": "127.0.0.1", "retention": 10**9},
                            workdir / f"worker-{port}.log")
     t0 = time.monotonic()
@@ -88,7 +110,8 @@ def main() -> None:
         t0 = time.monotonic()
         fill(bootstrap, prefix, args.events)
         print(f"wrote {args.events:,} held events in {time.monotonic() - t0:.1f}s")
-        runs = [restore_once(bootstrap, prefix, Path(tmp)) for _ in range(args.repeats)]
+        runs = [restore_once(bootstrap, prefix, Path(tmp), args.events)
+                for _ in range(args.repeats)]
         restore = statistics.median(r for r, _ in runs)
         wall = statistics.median(w for _, w in runs)
         print(f"restore of partition 0 with {args.events:,} held events: median {restore:.1f}s "

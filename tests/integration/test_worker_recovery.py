@@ -79,3 +79,68 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, t
         assert sorted(q["id"] for q in body["queries"]) == ["q1", "q2"]
     finally:
         worker.stop()
+
+
+def test_restore_without_a_deleted_original_says_so_and_goes_on(kafka_bootstrap: str,
+                                                                 tmp_path) -> None:
+    """Held events are references to their stream records (docs/worker.md, "State and
+    restore"). If one is deleted from its stream topic (retention shorter than the
+    horizon) the restart restores the rest, counts the missing event and logs an
+    error, and later events join only what came back; nothing stops the worker."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    app_id = unique("gone")
+    prefix = f"{app_id}."
+    worker = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, partitions=1)
+    client = Client(kafka_bootstrap, prefix)
+    try:
+        worker.start()
+        assert client.wait_status(client.command("REGISTER", "q1", Q1))["status"] == "ACCEPTED"
+        b = {"pressure": 80.0, "temp": 70.0, "alert": False}
+        held = client.send_events([("B", "p1", 1_000, b), ("B", "p1", 1_100, b)])
+        client.wait_consumed(app_id, [client.names.stream("B")])
+        worker.stop()
+        stream_b = client.names.stream("B")
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        first = held[0].position[2]
+        for future in admin.delete_records([TopicPartition(stream_b, 0, first + 1)]).values():
+            future.result()
+        worker.start()
+        _, metrics = worker.get("/metrics")
+        assert "juggler_restore_missing_events_total 1.0" in metrics, metrics
+        assert "cannot be read back" in worker.log_tail()
+        client.send_events([("H", "p1", 1_200, {"beatrate": 60, "vib": 20.0, "alert": False})])
+        client.wait_consumed(app_id, [client.names.stream(s) for s in "BH"])
+        sources = [r.sources["B"] for r in client.results("q1")]
+        assert sources == [held[1].position], sources
+        assert client.dead_letters() == []
+    finally:
+        worker.stop()
+
+
+def test_read_originals_reads_wanted_records_across_gaps(kafka_bootstrap: str) -> None:
+    """The restore's bulk read: wanted offsets of two partitions, with a gap skipped by
+    a seek, one offset below the log start and one past the end, all in one pass."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from juggler.service.restore import read_originals
+
+    topic = unique("orig")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for p in (0, 1):
+        for i in range(60):
+            producer.produce(topic, key=b"k", value=f"{p}:{i}".encode(), partition=p)
+    producer.flush(30)
+    for future in admin.delete_records([TopicPartition(topic, 1, 5)]).values():
+        future.result()
+    worker = SimpleNamespace(admin=admin, client_config={"bootstrap.servers": kafka_bootstrap},
+                             settings=SimpleNamespace(app_id=unique("orig-app")))
+    got = read_originals(worker, {(topic, 0): [1, 2, 40, 59], (topic, 1): [3, 7, 60]}, skip=10)
+    assert got == {(topic, 0): {1: b"0:1", 2: b"0:2", 40: b"0:40", 59: b"0:59"},
+                   (topic, 1): {7: b"1:7"}}

@@ -50,27 +50,30 @@ def _catalog():
 
 
 def test_state_records_fold_to_what_is_held() -> None:
-    """The last record per key wins, tombstones remove, and held events keep their
-    entity key, arrival sequence and (for a reference) no copied value."""
+    """The last record per key wins, tombstones remove, and held events are references:
+    their entity key, arrival sequence and input record, whatever the value says (an
+    earlier version wrote a copy there)."""
     state = held_state.TaskState()
-    value, headers = held_state.event_record(b"p1", b"\x01avro", 7, room=100)
-    assert value == b"\x01avro"
-    state.apply(held_state.event_key("t.juggler.stream.B", 12), value, headers)
-    big, ref_headers = held_state.event_record(b"p1", b"x" * 200, 8, room=100)
-    assert big == b"" and ("ref", b"1") in ref_headers
-    state.apply(held_state.event_key("t.juggler.stream.H", 3), big, ref_headers)
-    state.apply(held_state.event_key("t.juggler.stream.B", 13), b"v", headers)
+    headers = held_state.event_headers(b"p1", 7)
+    state.apply(held_state.event_key("t.juggler.stream.B", 12), b"", headers)
+    state.apply(held_state.event_key("t.juggler.stream.H", 3), b"\x01a copy",
+                held_state.event_headers(b"p1", 8))
+    state.apply(held_state.event_key("t.juggler.stream.B", 2), b"", held_state.event_headers(b"p2", 9))
+    state.apply(held_state.event_key("t.juggler.stream.B", 13), b"", headers)
     state.apply(held_state.event_key("t.juggler.stream.B", 13), None, [])
     state.apply(b"k/p1", held_state.key_meta(5000, 1000), [])
     state.apply(b"q/a", held_state.query_record(0, "SELECT * FROM B"), [])
     state.apply(b"q/b", held_state.query_record(1, "SELECT * FROM H"), [])
     state.apply(b"q/a", None, [])
     state.apply(b"h", held_state.horizon_record(20_000), [])
-    held = sorted((e.topic, e.offset, e.seq, e.value) for e in state.events.values())
-    assert held == [("t.juggler.stream.B", 12, 7, b"\x01avro"), ("t.juggler.stream.H", 3, 8, None)]
+    held = sorted((e.topic, e.offset, e.key, e.seq) for e in state.events.values())
+    assert held == [("t.juggler.stream.B", 2, b"p2", 9), ("t.juggler.stream.B", 12, b"p1", 7),
+                    ("t.juggler.stream.H", 3, b"p1", 8)]
+    assert state.originals(5) == {("t.juggler.stream.B", 5): [2, 12],
+                                  ("t.juggler.stream.H", 5): [3]}
     assert state.keys == {"p1": (5000, 1000)}
     assert state.queries == {"b": (1, "SELECT * FROM H", False)} and state.horizon == 20_000
-    assert state.next_seq() == 9 and state.next_query_seq() == 2
+    assert state.next_seq() == 10 and state.next_query_seq() == 2
 
 
 def test_held_tracker_releases_events_below_the_floor_once() -> None:
@@ -91,3 +94,17 @@ def test_topic_names_and_query_ids() -> None:
     assert "may only contain" in names.query_id_problem("q 1")
     assert names.query_id_problem("") is not None
     assert names.query_id_problem("x" * 240) is not None
+
+
+def test_restore_cursor_takes_wanted_records_and_names_the_gone() -> None:
+    """The sequential read of a stream partition keeps the wanted offsets, ignores the
+    others (and records fetched again after a seek), and reports a wanted offset it
+    passes without meeting as gone."""
+    from juggler.service.restore import _Cursor
+
+    cursor, got = _Cursor([3, 5, 9, 40]), {}
+    for offset in (3, 4, 5, 6, 4, 7, 10):  # 4 again: a fetch from before a seek
+        assert not cursor.take(offset, f"v{offset}".encode(), got)
+    assert got == {3: b"v3", 5: b"v5"} and cursor.gone == [9] and cursor.next == 40
+    assert cursor.rest() == [9, 40]
+    assert cursor.take(40, b"v40", got) and got[40] == b"v40"

@@ -52,6 +52,10 @@ class WorkerMetrics:
                                  "From the Kafka timestamp of a result's last event to the "
                                  "commit of the transaction that published the result",
                                  buckets=LATENCY_BUCKETS, registry=r)
+        self.restore_missing = Counter(
+            "juggler_restore_missing_events",
+            "Held events restored without their input record, gone from its stream topic "
+            "(its retention must exceed the horizon)", registry=r)
         self.batches = Histogram("juggler_batch_size", "Events per processed batch",
                                  buckets=(1, 10, 100, 1000, 10000), registry=r)
         r.register(_EngineCollector(worker))

@@ -187,18 +187,16 @@ class PartitionTask:
         batch.clear()
 
     def _held(self, event: Event, record: Record, outbox: Outbox, dirty: set[str]) -> None:
-        """The accepted event's record in the state topic, and tombstones for the
-        held events of its key that the key's floor has passed."""
+        """The accepted event's record in the state topic (a reference to its input
+        record), and tombstones for the held events of its key that the key's floor has
+        passed."""
         key = event.key
         dirty.add(key)
         seq = self.seq
         self.seq += 1
-        entity = record.key or b""
-        value, headers = held_state.event_record(entity, record.value or b"", seq,
-                                                 self.w.state_room)
         state = self.w.names.state
-        outbox.send(state, held_state.event_key(record.topic, record.offset), value,
-                    self.partition, headers)
+        outbox.send(state, held_state.event_key(record.topic, record.offset), b"",
+                    self.partition, held_state.event_headers(record.key or b"", seq))
         self.tracker.add(key, event.ts, record.topic, record.offset)
         _, floor = self.engine.key_bounds(key)
         for released in self.tracker.release(key, floor):
@@ -280,9 +278,43 @@ class PartitionTask:
 
     # restore ------------------------------------------------------------------------
 
-    def restore(self, state: held_state.TaskState, fetch_value: Any) -> None:
-        """Rebuild the engine from the state topic, without evaluating anything: the
-        events were processed, and their results committed, before."""
+    def restore(self, state: held_state.TaskState,
+                originals: dict[tuple[str, int], dict[int, bytes]]) -> int:
+        """Rebuild the engine from the state topic and the held events' input records
+        (`originals`: per topic-partition, offset -> value), without evaluating
+        anything: the events were processed, and their results committed, before.
+        The number of held events whose original is gone (see `restore.py`)."""
+        self._restore_queries(state)
+        per_key: dict[str, list[tuple[int, Event]]] = {}
+        stream_of = {topic: s for s, topic in self.topic_of.items()}
+        missing = 0
+        for stored in state.events.values():
+            value = originals.get((stored.topic, self.partition), {}).get(stored.offset)
+            stream = stream_of.get(stored.topic)
+            if stream is not None and value is None:
+                missing += 1
+                continue
+            try:
+                if stream is None:
+                    raise KeyError("not a stream topic")
+                event = self.w.codec.event_from(stream, stored.key, value,
+                                                (stored.topic, self.partition, stored.offset))
+            except (CodecError, KeyError) as exc:  # the worker did not write this record
+                log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
+                            stored.topic, stored.offset, exc)
+                continue
+            per_key.setdefault(event.key, []).append((stored.seq, event))
+            self.tracker.add(event.key, event.ts, stored.topic, stored.offset)
+        for key, (maxts, floor) in state.keys.items():
+            events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
+            self.engine.restore(key, KeySnapshot(maxts, floor, events))
+        self.seq = state.next_seq()
+        self.restored = True
+        log.debug("partition %d: restored %d queries, %d keys, %d held events", self.partition,
+                  len(self.texts), len(state.keys), len(state.events) - missing)
+        return missing
+
+    def _restore_queries(self, state: held_state.TaskState) -> None:
         from juggler.language import QueryError
 
         for qid, (_, text, own) in sorted(state.queries.items(), key=lambda kv: kv[1][0]):
@@ -297,24 +329,3 @@ class PartitionTask:
                 self.w.own_results_topic(qid)
         self.engine.horizon = max(self.engine.horizon, state.horizon)
         self.query_seq = state.next_query_seq()
-        self.seq = state.next_seq()
-        per_key: dict[str, list[tuple[int, Event]]] = {}
-        stream_of = {topic: s for s, topic in self.topic_of.items()}
-        for stored in state.events.values():
-            value = stored.value if stored.value is not None else \
-                fetch_value(stored.topic, self.partition, stored.offset)
-            try:
-                event = self.w.codec.event_from(stream_of[stored.topic], stored.key, value,
-                                                (stored.topic, self.partition, stored.offset))
-            except (CodecError, KeyError) as exc:
-                log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
-                            stored.topic, stored.offset, exc)
-                continue
-            per_key.setdefault(event.key, []).append((stored.seq, event))
-            self.tracker.add(event.key, event.ts, stored.topic, stored.offset)
-        for key, (maxts, floor) in state.keys.items():
-            events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
-            self.engine.restore(key, KeySnapshot(maxts, floor, events))
-        self.restored = True
-        log.debug("partition %d: restored %d queries, %d keys, %d held events", self.partition,
-                 len(self.texts), len(state.keys), len(state.events))

@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 FAILURE_EXIT = 70
 """Exit status when processing fails: state may be ahead of what was committed."""
-RECORD_OVERHEAD = 1024
-"""Bytes kept free under the record limit for a state record's key and headers."""
 COMPILED_CACHE = 50_000
 """Compiled queries kept per worker (oldest dropped first)."""
 REFRESH_EVERY = 0.005
@@ -67,7 +65,6 @@ class JugglerWorker:
         self.client_config = client_config(settings.bootstrap)
         self.admin = AdminClient({**self.client_config, "log_level": 3})
         self.max_record_bytes = settings.max_record_bytes
-        self.state_room = settings.max_record_bytes - RECORD_OVERHEAD
         self._encode_result = encode_result_bounded
         self.tasks: dict[int, Any] = {}
         self.control: Any = None
