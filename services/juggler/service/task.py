@@ -74,6 +74,9 @@ class PartitionTask:
         self.query_seq = 0
         self.seq = 0
         self.tracker = held_state.HeldTracker()
+        self.unrestorable: list[bytes] = []
+        """State keys of held events a restore could not bring back: tombstoned in the
+        next round, so a later restart neither reads nor reports them again."""
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
         self.live: dict[str, Any] | None = None
         """The last command this round applied, for the round's one LIVE status."""
@@ -150,6 +153,9 @@ class PartitionTask:
             outbox.send(w.names.status, self.live["id"].encode(),
                         w.codec.encode(COMMAND_STATUS, self.live, topic=w.names.status))
             self.live = None
+        for gone in self.unrestorable:
+            outbox.send(state, gone, None, self.partition)
+        self.unrestorable = []
         for key in dirty:
             bounds = self.engine.key_bounds(key)
             if bounds is not None:
@@ -288,11 +294,12 @@ class PartitionTask:
         per_key: dict[str, list[tuple[int, Event]]] = {}
         stream_of = {topic: s for s, topic in self.topic_of.items()}
         missing = 0
-        for stored in state.events.values():
+        for state_key, stored in state.events.items():
             value = originals.get((stored.topic, self.partition), {}).get(stored.offset)
             stream = stream_of.get(stored.topic)
             if stream is not None and value is None:
                 missing += 1
+                self.unrestorable.append(state_key)
                 continue
             try:
                 if stream is None:
@@ -302,6 +309,7 @@ class PartitionTask:
             except (CodecError, KeyError) as exc:  # the worker did not write this record
                 log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
                             stored.topic, stored.offset, exc)
+                self.unrestorable.append(state_key)
                 continue
             per_key.setdefault(event.key, []).append((stored.seq, event))
             self.tracker.add(event.key, event.ts, stored.topic, stored.offset)
