@@ -326,6 +326,17 @@ def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix:
     _submit(bootstrap, Command.deregister(query_id), not no_wait, timeout, topic_prefix)
 
 
+def _control_view(bootstrap: str, timeout: float, topic_prefix: str) -> Any:
+    """The control topic read to its end; a broker that cannot be read is the user's
+    error message, not a traceback."""
+    from juggler.control.client import ControlError, read_control
+
+    try:
+        return read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @query_group.command("list")
 @click.option("--all", "everything", is_flag=True,
               help="Also the ids that are not registered, marked as such: rejected, "
@@ -339,12 +350,8 @@ def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: st
     """The registered queries: an accepted REGISTER is in effect (a rejected command
     changes nothing). With --all, every id of the control topic and where it stands."""
     from juggler.control import report
-    from juggler.control.client import ControlError, read_control
 
-    try:
-        view = read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
-    except ControlError as exc:
-        raise click.ClickException(str(exc)) from None
+    view = _control_view(bootstrap, timeout, topic_prefix)
     for warning in view.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(report.query_list(view, everything=everything, as_json=as_json))
@@ -361,12 +368,8 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
     """One query's text, state (registered, rejected, pending or deregistered) and
     status (exit 1 if the id never appeared)."""
     from juggler.control import report
-    from juggler.control.client import ControlError, read_control
 
-    try:
-        view = read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
-    except ControlError as exc:
-        raise click.ClickException(str(exc)) from None
+    view = _control_view(bootstrap, timeout, topic_prefix)
     text, status = report.query_show(view.queries.get(query_id), query_id,
                                      as_json=as_json)
     click.echo(text, err=status != 0)
