@@ -13,18 +13,21 @@ from __future__ import annotations
 import heapq
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from juggler.engine.events import EngineConfig, LateEvent
 from juggler.engine.naive import NaiveEngine
 from juggler.language import compile_query
 
 
-def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counter, set]:
+def expected(client: Any, config: EngineConfig = EngineConfig(), *,
+             engine: Callable[[EngineConfig], Any] = lambda c: NaiveEngine(c, purge=True)
+             ) -> tuple[Counter, set]:
     """(identities of the expected results, positions (topic, partition, offset) of the
-    late events). A barrier can make events late even at lateness 0: the log ends of
-    two topics at one moment need not lie at the same event time (a producer's batches
-    for different topics are appended one after the other)."""
+    late events), by the naive reference unless `engine` says otherwise. A barrier can
+    make events late even at lateness 0: the log ends of two topics at one moment need
+    not lie at the same event time (a producer's batches for different topics are
+    appended one after the other)."""
     codec = client.codec
     streams = codec.stream_names()
     catalog = codec.catalog()
@@ -47,7 +50,7 @@ def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counte
     results: Counter = Counter()
     late: set = set()
     for p in set(per_partition) | set(barriers):
-        engine = NaiveEngine(config, purge=True)
+        evaluator = engine(config)
         records = per_partition.get(p, {})
         taken = {s: 0 for s in streams}
         for offsets, command in [*barriers.get(p, []), (None, None)]:
@@ -60,7 +63,7 @@ def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counte
                 taken[s] = limit
             for _, _, _, event in heapq.merge(*segment, key=lambda r: (r[0], r[1])):
                 try:
-                    results.update(r.identity() for r in engine.process(event))
+                    results.update(r.identity() for r in evaluator.process(event))
                 except LateEvent:
                     late.add(event.position)
             if command is None:
@@ -68,7 +71,7 @@ def expected(client: Any, config: EngineConfig = EngineConfig()) -> tuple[Counte
             if command["action"] == "REGISTER":
                 query = compile_query(command["id"], command["text"], catalog)
                 results.update(r.identity() for r in
-                               engine.register(query, history=command["history"]))
+                               evaluator.register(query, history=command["history"]))
             else:
-                engine.deregister(command["id"])
+                evaluator.deregister(command["id"])
     return results, late
