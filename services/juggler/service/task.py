@@ -74,6 +74,10 @@ class PartitionTask:
         self.query_seq = 0
         self.seq = 0
         self.tracker = held_state.HeldTracker()
+        self.fresh: dict[bytes, held_state.Headers] = {}
+        """This round's held-event references, sent when the round finishes: an event
+        its key's floor passes within the same round (every event but the last of a
+        selection-only workload) then costs no state record and no tombstone."""
         self.unrestorable: list[bytes] = []
         """State keys of held events a restore could not bring back: tombstoned in the
         next round, so a later restart neither reads nor reports them again."""
@@ -156,6 +160,9 @@ class PartitionTask:
         for gone in self.unrestorable:
             outbox.send(state, gone, None, self.partition)
         self.unrestorable = []
+        for ref, headers in self.fresh.items():
+            outbox.send(state, ref, b"", self.partition, headers)
+        self.fresh.clear()
         for key in dirty:
             bounds = self.engine.key_bounds(key)
             if bounds is not None:
@@ -194,19 +201,20 @@ class PartitionTask:
 
     def _held(self, event: Event, record: Record, outbox: Outbox, dirty: set[str]) -> None:
         """The accepted event's record in the state topic (a reference to its input
-        record), and tombstones for the held events of its key that the key's floor has
-        passed."""
+        record, sent when the round finishes), and tombstones for the held events of its
+        key that the key's floor has passed (none for those of this round: their
+        references are simply not sent)."""
         key = event.key
         dirty.add(key)
         seq = self.seq
         self.seq += 1
-        state = self.w.names.state
-        outbox.send(state, held_state.event_key(record.topic, record.offset), b"",
-                    self.partition, held_state.event_headers(record.key or b"", seq))
+        self.fresh[held_state.event_key(record.topic, record.offset)] = \
+            held_state.event_headers(record.key or b"", seq)
         self.tracker.add(key, event.ts, record.topic, record.offset)
         _, floor = self.engine.key_bounds(key)
         for released in self.tracker.release(key, floor):
-            outbox.send(state, released, None, self.partition)
+            if self.fresh.pop(released, None) is None:
+                outbox.send(self.w.names.state, released, None, self.partition)
 
     def _log_late(self, reason: str) -> None:
         self._late_since_log += 1
