@@ -67,6 +67,30 @@ struct Check {
     window: bool,
 }
 
+/// Indices per query bit, in a vector by bit: looked up for every query a retrieval
+/// plans or a partner is probed for, where a hash lookup was a tenth of planning.
+#[derive(Clone, Debug, Default)]
+struct PerBit(Vec<Vec<usize>>);
+
+impl PerBit {
+    fn of(&self, bit: usize) -> &[usize] {
+        self.0.get(bit).map_or(&[], |v| v)
+    }
+
+    fn of_mut(&mut self, bit: usize) -> &mut Vec<usize> {
+        if self.0.len() <= bit {
+            self.0.resize(bit + 1, Vec::new());
+        }
+        &mut self.0[bit]
+    }
+
+    fn clear(&mut self, bit: usize) {
+        if let Some(v) = self.0.get_mut(bit) {
+            *v = Vec::new();
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Node {
     stream: u32,
@@ -78,10 +102,10 @@ struct Node {
     /// Per query bit, the indices in `checks` of its lists: a partner left with a few
     /// queries is probed against their lists only. `checks` holds the join lists
     /// before the window lists, so each filter phase probes one contiguous part.
-    checks_of: FxHashMap<usize, Vec<usize>>,
+    checks_of: PerBit,
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
-    attrs_of: FxHashMap<usize, Vec<usize>>,
+    attrs_of: PerBit,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -203,18 +227,13 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 }
 
 /// The loosest threshold in `list` of `group`'s queries (the lowest of a lower list,
-/// the highest of an upper one), None when none of them has a predicate in it.
-/// Allocates nothing: it runs for every list at every retrieval.
-fn loosest(list: &RangeList, group: &[u64]) -> Option<(f64, i128)> {
-    if !mask_intersects(list.users(), group) {
-        return None;
-    }
-    list.loosest(group, &words(group)).map(|e| (e.tf, e.ti))
-}
-
-/// Whether every query of `group` uses the list whose users are `users`.
-fn covers(users: &[u64], group: &[u64]) -> bool {
-    users.iter().zip(group).all(|(u, g)| g & !u == 0)
+/// the highest of an upper one) when every one of them has a predicate in it (`r`:
+/// the group's words), else None. Allocates nothing: it runs for every list at
+/// every retrieval.
+fn loosest_of_all(list: &RangeList, group: &[u64], r: &Words) -> Option<(f64, i128)> {
+    let users = list.users();
+    let covers = users[r.clone()].iter().zip(&group[r.clone()]).all(|(u, g)| g & !u == 0);
+    covers.then(|| list.loosest(group, r)).flatten().map(|e| (e.tf, e.ti))
 }
 
 /// For a join or window check at a node binding depth `depth`: whether the partner
@@ -384,8 +403,8 @@ impl Operator {
         for node in &mut self.nodes {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
-            node.checks_of.remove(&bit);
-            node.attrs_of.remove(&bit);
+            node.checks_of.clear(bit);
+            node.attrs_of.clear(bit);
         }
         for (_, mask) in &mut self.windows {
             set(mask, bit, false);
@@ -534,10 +553,10 @@ impl Operator {
                             // join lists before window lists (see `PhaseLists`)
                             let at = n.checks.partition_point(|c| !c.window || check.window);
                             n.checks.insert(at, check);
-                            n.checks_of.values_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            n.checks_of.0.iter_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
                             at
                         });
-                        let mine = n.checks_of.entry(bit).or_default();
+                        let mine = n.checks_of.of_mut(bit);
                         if !mine.contains(&at) {
                             mine.push(at);
                         }
@@ -548,7 +567,7 @@ impl Operator {
                     (0..info.attr.len()).filter(|&k| matches!(info.attr[k], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
                 });
                 let n = &mut self.nodes[node];
-                n.attrs_of.insert(bit, attrs);
+                *n.attrs_of.of_mut(bit) = attrs;
                 set(&mut n.mask, bit, true);
                 n.widest = n.widest.max(spec.window);
                 if depth == path.len() - 1 {
@@ -599,7 +618,7 @@ impl Operator {
 
     fn new_node(&self, stream: u32) -> Node {
         Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: FxHashMap::default(), attrs_of: FxHashMap::default() }
+               checks_of: PerBit::default(), attrs_of: PerBit::default() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -1006,9 +1025,7 @@ impl Operator {
             while word != 0 {
                 let bit = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                if let Some(checks) = c.checks_of.get(&bit) {
-                    lists.extend(checks.iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
-                }
+                lists.extend(c.checks_of.of(bit).iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
             }
         }
         lists.sort_by_key(|(check, _)| *check as *const Check);
@@ -1118,16 +1135,14 @@ impl Operator {
                 mut hi: i128) -> (i128, i128) {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
-        for check in c.checks_of.get(&bit).into_iter().flatten().map(|&k| &c.checks[k]).filter(|check| check.window) {
+        let r = words(group);
+        for check in c.checks_of.of(bit).iter().map(|&k| &c.checks[k]).filter(|check| check.window) {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
             let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
-            if !covers(list.users(), group) {
-                continue;
-            }
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((_, ti)) = loosest(list, group) else { continue };
+            let Some((_, ti)) = loosest_of_all(list, group, &r) else { continue };
             let (os, oi) = partial[other.0];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1150,7 +1165,7 @@ impl Operator {
     fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
                           pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
                           mut each: impl FnMut(Bound, &'a [u64], Phase)) {
-        for &k in c.checks_of.get(&bit).into_iter().flatten() {
+        for &k in c.checks_of.of(bit) {
             let check = &c.checks[k];
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
@@ -1166,7 +1181,7 @@ impl Operator {
             }
         }
         let attr = &self.streams[c.stream as usize].attr;
-        for &k in c.attrs_of.get(&bit).into_iter().flatten() {
+        for &k in c.attrs_of.of(bit) {
             let (ListRef::Range(j), slot, _) = attr[k] else { unreachable!("attribute range lists only") };
             let list = &self.ranges[j];
             let Some((t, served)) = pick(list) else { continue };
@@ -1202,8 +1217,9 @@ impl Operator {
             if let Some((_, ranges)) = own.filter(alone) {
                 bounds.extend_from_slice(ranges);
             } else if joins && let Some(bit) = first_bit(&slice) {
+                let r = words(&slice);
                 let shared = |list: &'a RangeList| {
-                    covers(list.users(), &slice).then(|| loosest(list, &slice)).flatten().map(|(t, _)| (t, list.users()))
+                    loosest_of_all(list, &slice, &r).map(|(t, _)| (t, list.users()))
                 };
                 self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
             }
