@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
+use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, bits, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
 use crate::store::{Bound, Pos, Sieve, Store};
 use crate::value::V;
@@ -91,6 +91,58 @@ impl PerBit {
     }
 }
 
+/// Per query bit, a set of indices in a node's `checks` (`words` words per bit).
+#[derive(Clone, Debug, Default)]
+struct CheckSets {
+    words: usize,
+    sets: Vec<u64>,
+}
+
+impl CheckSets {
+    fn new(checks: usize, checks_of: &PerBit) -> Self {
+        let mut sets = CheckSets { words: checks.div_ceil(64), sets: Vec::new() };
+        for (bit, ks) in checks_of.0.iter().enumerate() {
+            sets.put(bit, ks);
+        }
+        sets
+    }
+
+    /// Make query `bit`'s set `ks` (indices below `words * 64`).
+    fn put(&mut self, bit: usize, ks: &[usize]) {
+        let words = self.words;
+        if self.sets.len() < (bit + 1) * words {
+            self.sets.resize((bit + 1) * words, 0);
+        }
+        let set = &mut self.sets[bit * words..(bit + 1) * words];
+        set.iter_mut().for_each(|w| *w = 0);
+        ks.iter().for_each(|&k| set[k / 64] |= 1 << (k % 64));
+    }
+
+    /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`.
+    fn union(&self, mask: &[u64], r: &Words, out: &mut [u64]) {
+        out.iter_mut().for_each(|w| *w = 0);
+        for (w, &word) in mask.iter().enumerate().take(r.end).skip(r.start) {
+            let mut word = word;
+            while word != 0 {
+                let bit = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                if let Some(set) = self.sets.get(bit * self.words..(bit + 1) * self.words) {
+                    or_into(out, set);
+                }
+            }
+        }
+    }
+}
+
+impl Node {
+    /// The checks of filter phase `phase` (the window lists, or the join lists) in
+    /// `set`, a union of `check_sets`, in the node's order.
+    fn phase_checks<'a>(&'a self, set: &'a [u64], phase: Phase) -> impl Iterator<Item = &'a Check> + 'a {
+        let part = if phase == Phase::W { self.split..self.checks.len() } else { 0..self.split };
+        bits(set).filter(move |k| part.contains(k)).map(|k| &self.checks[k])
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Node {
     stream: u32,
@@ -99,10 +151,14 @@ struct Node {
     widest: i64,
     children: Vec<usize>,
     checks: Vec<Check>,
-    /// Per query bit, the indices in `checks` of its lists: a partner left with a few
-    /// queries is probed against their lists only. `checks` holds the join lists
-    /// before the window lists, so each filter phase probes one contiguous part.
+    /// Per query bit, the indices in `checks` of its lists. `checks` holds the join
+    /// lists before the window lists (from `split` on), so each filter phase probes
+    /// one contiguous part.
     checks_of: PerBit,
+    /// The same as sets of indices: a partner is probed against the union of its
+    /// queries' lists, in the node's order.
+    check_sets: CheckSets,
+    split: usize,
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
     attrs_of: PerBit,
@@ -266,10 +322,6 @@ fn join_range(list: &RangeList, partner_is_left: bool, ov: f64, o: f64) -> Optio
 /// checked on every entry visited (the windows of J come from four values).
 const SLICES: usize = 4;
 
-/// Up to this many queries left on a partner, their own lists are probed rather than
-/// every list of the group.
-const FEW: u32 = 8;
-
 /// Below this many events in the time range, scanning it beats sizing index probes.
 const PROBE_MIN: usize = 16;
 
@@ -294,24 +346,6 @@ fn words(mask: &[u64]) -> Words {
     let first = mask.iter().position(|&w| w != 0).unwrap_or(0);
     let last = mask.iter().rposition(|&w| w != 0).map_or(first, |i| i + 1);
     first..last.max(first)
-}
-
-/// Lists to probe with their users, join lists first: `split` is where the window
-/// lists begin, so each filter phase takes its part without looking at the others.
-#[derive(Default)]
-struct PhaseLists<'a> {
-    lists: Vec<(&'a Check, &'a [u64])>,
-    split: usize,
-}
-
-impl<'a> PhaseLists<'a> {
-    fn split(&mut self) {
-        self.split = self.lists.partition_point(|(check, _)| !check.window);
-    }
-
-    fn of(&self, phase: Phase) -> &[(&'a Check, &'a [u64])] {
-        if phase == Phase::W { &self.lists[self.split..] } else { &self.lists[..self.split] }
-    }
 }
 
 /// The lowest bit set in `mask`.
@@ -405,6 +439,7 @@ impl Operator {
             set(&mut node.ends, bit, false);
             node.checks_of.clear(bit);
             node.attrs_of.clear(bit);
+            node.check_sets.put(bit, &[]);
         }
         for (_, mask) in &mut self.windows {
             set(mask, bit, false);
@@ -529,6 +564,8 @@ impl Operator {
                 }
             };
             for depth in 0..path.len() {
+                // whether a list was inserted among the node's: the indices after it moved
+                let mut moved = false;
                 if depth > 0 {
                     let stream = path[depth];
                     let found = self.nodes[node].children.iter().copied().find(|&c| self.nodes[c].stream == stream);
@@ -550,10 +587,11 @@ impl Operator {
                         let check = Check { list, l: (ld, l.1), r: (rd, r.1), window: l.1 == 0 && r.1 == 0 };
                         let n = &mut self.nodes[node];
                         let at = n.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
-                            // join lists before window lists (see `PhaseLists`)
+                            // join lists before window lists (see `Node::split`)
                             let at = n.checks.partition_point(|c| !c.window || check.window);
                             n.checks.insert(at, check);
                             n.checks_of.0.iter_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            moved = true;
                             at
                         });
                         let mine = n.checks_of.of_mut(bit);
@@ -568,6 +606,12 @@ impl Operator {
                 });
                 let n = &mut self.nodes[node];
                 *n.attrs_of.of_mut(bit) = attrs;
+                if moved {
+                    n.check_sets = CheckSets::new(n.checks.len(), &n.checks_of);
+                    n.split = n.checks.partition_point(|c| !c.window);
+                } else {
+                    n.check_sets.put(bit, n.checks_of.of(bit));
+                }
                 set(&mut n.mask, bit, true);
                 n.widest = n.widest.max(spec.window);
                 if depth == path.len() - 1 {
@@ -618,7 +662,7 @@ impl Operator {
 
     fn new_node(&self, stream: u32) -> Node {
         Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: PerBit::default(), attrs_of: PerBit::default() }
+               checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0, attrs_of: PerBit::default() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -855,22 +899,6 @@ impl Operator {
         }
     }
 
-    /// The node's lists some query of `group` uses: a node shared by many queries has
-    /// many lists, of which a group needs few.
-    fn active<'a>(&'a self, c: &'a Node, group: &[u64], r: &Words) -> PhaseLists<'a> {
-        let mut active = PhaseLists {
-            lists: c
-                .checks
-                .iter()
-                .map(|check| (check, self.users(check)))
-                .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
-                .collect(),
-            split: 0,
-        };
-        active.split();
-        active
-    }
-
     fn users(&self, check: &Check) -> &[u64] {
         match check.list {
             ListRef::Range(j) => self.ranges[j].users(),
@@ -883,10 +911,12 @@ impl Operator {
     /// fails; false once none is left.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn probe_lists(&self, ks: &KeyState, checks: &[(&Check, &[u64])], phase: Phase, partial: &[(u32, usize)],
-                   survivors: &mut [u64], fail: &mut [u64], r: &Words, exact: &mut dyn Exact, stats: &mut Stats) -> bool {
+    fn probe_lists<'a>(&self, ks: &KeyState, checks: impl Iterator<Item = &'a Check>, phase: Phase,
+                       partial: &[(u32, usize)], survivors: &mut [u64], fail: &mut [u64], r: &Words, exact: &mut dyn Exact,
+                       stats: &mut Stats) -> bool {
         let phase = phase as usize;
-        for &(check, users) in checks {
+        for check in checks {
+            let users = self.users(check);
             if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
                 continue;
             }
@@ -947,9 +977,7 @@ impl Operator {
                 self.retrieve(ks, c, partial, &group, (lo, hi), (mints, maxts), join_first(order), stats);
             let nw = self.nw;
             let r = words(&group);
-            // made when a partner first needs them: most retrievals return few partners
-            let mut active = None;
-            let mut mine = PhaseLists::default();
+            let mut sets = vec![0; c.check_sets.words];
             'candidates: for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
                     continue;
@@ -972,8 +1000,9 @@ impl Operator {
                 // group leave most of the group's words empty.
                 let rc = words(&survivors);
                 partial.push((c.stream, i));
-                // The lists probed: a few queries left, their own; else the group's.
-                let mut lists: Option<bool> = None;
+                // The lists probed: those of the queries left when the first list phase
+                // comes, each once (a partner is left with few of a group's queries).
+                let mut listed = false;
                 for phase in order {
                     let p = phase as usize;
                     stats.tested[p] += 1;
@@ -985,17 +1014,11 @@ impl Operator {
                                 && deferred.is_none_or(|f| and_not(&mut survivors[rc.clone()], &f[rc.clone()]))
                         }
                         Phase::W | Phase::J => {
-                            let few = *lists.get_or_insert_with(|| {
-                                let few = survivors[rc.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
-                                if few {
-                                    self.own_lists(c, &survivors, &rc, &mut mine);
-                                }
-                                few
-                            });
-                            if !few && active.is_none() {
-                                active = Some(self.active(c, &group, &r));
+                            if !listed {
+                                c.check_sets.union(&survivors, &rc, &mut sets);
+                                listed = true;
                             }
-                            let checks = if few { &mine } else { active.as_ref().unwrap() }.of(phase);
+                            let checks = c.phase_checks(&sets, phase);
                             self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &rc, exact, stats)
                         }
                     };
@@ -1013,24 +1036,6 @@ impl Operator {
                 partial.pop();
             }
         }
-    }
-
-    /// The lists of the queries left in `survivors`, each once, in the node's order
-    /// (join lists first).
-    fn own_lists<'a>(&'a self, c: &'a Node, survivors: &[u64], r: &Words, mine: &mut PhaseLists<'a>) {
-        let lists = &mut mine.lists;
-        lists.clear();
-        for (w, &word) in survivors.iter().enumerate().take(r.end).skip(r.start) {
-            let mut word = word;
-            while word != 0 {
-                let bit = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
-                lists.extend(c.checks_of.of(bit).iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
-            }
-        }
-        lists.sort_by_key(|(check, _)| *check as *const Check);
-        lists.dedup_by_key(|(check, _)| *check as *const Check);
-        mine.split();
     }
 
     /// What retrieving and filtering each partner stream of a sampled tuple costs, for
@@ -1092,9 +1097,10 @@ impl Operator {
                     (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
                 }
                 let r = words(&group);
-                let active = self.active(c, &group, &r);
-                x.window_lists = (n * active.of(Phase::W).len()) as f64;
-                x.join_lists = (n * active.of(Phase::J).len()) as f64;
+                let mut sets = vec![0; c.check_sets.words];
+                c.check_sets.union(&group, &r, &mut sets);
+                x.window_lists = (n * c.phase_checks(&sets, Phase::W).count()) as f64;
+                x.join_lists = (n * c.phase_checks(&sets, Phase::J).count()) as f64;
                 let step = (n / SAMPLED).max(1);
                 for partner in range.step_by(step).take(SAMPLED) {
                     x.sampled += 1.0;
@@ -1110,13 +1116,13 @@ impl Operator {
                     survivors.copy_from_slice(&group);
                     stats.comparisons[Phase::W as usize] += 1;
                     if and_not(&mut survivors, self.too_narrow(span))
-                        && self.probe_lists(ks, active.of(Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
+                        && self.probe_lists(ks, c.phase_checks(&sets, Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
                                             exact, stats)
                     {
                         x.passed[Phase::W as usize] += 1.0;
                     }
                     survivors.copy_from_slice(&group);
-                    if self.probe_lists(ks, active.of(Phase::J), Phase::J, &partial, &mut survivors, &mut scratch, &r, exact,
+                    if self.probe_lists(ks, c.phase_checks(&sets, Phase::J), Phase::J, &partial, &mut survivors, &mut scratch, &r, exact,
                                         stats)
                     {
                         x.passed[Phase::J as usize] += 1.0;
