@@ -260,6 +260,8 @@ pub struct Operator {
     pub keys: FxHashMap<Box<str>, KeyState>,
     pub stats: Stats,
     pub types: TypeManager,
+    /// Buffers of each plan depth's expansion, reused from event to event.
+    scratch: Vec<Scratch>,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -329,16 +331,69 @@ const PROBE_MIN: usize = 16;
 pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
 
 /// One value-index probe of a JES retrieval: the index, the entries it visits (those
-/// in its value range), the queries it serves, and the predicate type its list is of
-/// (a join list, or an attribute list of the partner's stream).
+/// in its value range), and the predicate type its list is of (a join list, or an
+/// attribute list of the partner's stream); the queries it serves are in `Probes`.
 struct IndexProbe {
     index: usize,
     entries: std::ops::Range<usize>,
-    covered: Vec<u64>,
-    /// The query it was chosen for, and the ranges of all that query's lists at its
-    /// own constants: the sieve of a slice holding that query alone.
-    own: (usize, Vec<Bound>),
+    /// The query it was chosen for, and where `Probes::bounds` holds the ranges of
+    /// all that query's lists at its own constants: the sieve of a slice holding that
+    /// query alone.
+    own: (usize, std::ops::Range<usize>),
     phase: Phase,
+}
+
+/// The probes a cover chose, the queries each serves (`nw` words per probe) and
+/// their own ranges.
+#[derive(Default)]
+struct Probes {
+    chosen: Vec<IndexProbe>,
+    covered: Vec<u64>,
+    bounds: Vec<Bound>,
+    uncovered: Vec<u64>,
+}
+
+/// The sieves of a retrieval and the queries of each (`nw` words per sieve), with the
+/// bound vectors of sieves cleared away kept for the next ones.
+#[derive(Default)]
+struct Sieves {
+    list: Vec<Sieve>,
+    of: Vec<u64>,
+    spare: Vec<Vec<Bound>>,
+    /// `Operator::slices`' output: the queries of each slice (`nw` words each) and
+    /// its widest window.
+    slices: Vec<u64>,
+    widest: Vec<i64>,
+}
+
+impl Sieves {
+    fn clear(&mut self) {
+        self.spare.extend(self.list.drain(..).map(|sieve| sieve.bounds));
+        self.of.clear();
+    }
+}
+
+/// What a retrieval fills: its partners and, `nw` words each, the queries each may
+/// serve; and the buffers it works in.
+#[derive(Default)]
+struct Retrieval {
+    candidates: Vec<usize>,
+    only: Vec<u64>,
+    found: Vec<(usize, usize)>,
+    rest: Vec<u64>,
+    probes: Probes,
+    sieves: Sieves,
+}
+
+/// The buffers of one plan depth's expansion, kept from event to event: a retrieval
+/// and its partners' filters made about fifteen small allocations each.
+#[derive(Default)]
+struct Scratch {
+    group: Vec<u64>,
+    survivors: Vec<u64>,
+    fail: Vec<u64>,
+    sets: Vec<u64>,
+    retrieval: Retrieval,
 }
 
 /// The words from the first to the last nonzero one of `mask`.
@@ -869,7 +924,10 @@ impl Operator {
         }
         if !self.nodes[root].children.is_empty() && mask.iter().any(|&w| w != 0) {
             let deferred = (!pruned).then_some(&fail[..]);
-            self.expand(ks, root, &mut tuple.to_vec(), mask, (ts, ts), before, deferred, order, exact, out, &mut stats);
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.expand(ks, root, &mut tuple.to_vec(), mask, (ts, ts), before, deferred, order, exact, out, &mut stats,
+                        &mut scratch);
+            self.scratch = scratch;
         }
         if live && self.types.period_ends() {
             self.types.remeasure();
@@ -945,14 +1003,33 @@ impl Operator {
     /// lists), J on each in `order`'s order.
     /// `deferred`: the tuple's attribute mask when A did not come first (then only at
     /// the first level, where the A phase applies it too).
+    /// `scratch`: the buffers of each depth, this one's at `partial.len() - 1`.
     #[allow(clippy::too_many_arguments)]
     fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
               (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
-              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats) {
+              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, scratch: &mut Vec<Scratch>) {
+        let depth = partial.len() - 1;
+        if scratch.len() <= depth {
+            scratch.resize_with(depth + 1, Scratch::default);
+        }
+        let mut sc = std::mem::take(&mut scratch[depth]);
+        self.expand_with(ks, node, partial, mask, (mints, maxts), before, deferred, order, exact, out, stats, &mut sc,
+                         scratch);
+        scratch[depth] = sc;
+    }
+
+    /// `expand` in this depth's buffers `sc`, taken out of `scratch` for the deeper
+    /// depths' use of it.
+    #[allow(clippy::too_many_arguments)]
+    fn expand_with(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
+                   (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
+                   exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, sc: &mut Scratch,
+                   scratch: &mut Vec<Scratch>) {
         let floor = ks.floor.unwrap_or(i64::MIN) as i128;
-        let mut group = vec![0; self.nw];
-        let mut survivors = vec![0; self.nw];
-        let mut fail: Vec<u64> = vec![0; self.nw];
+        let Scratch { group, survivors, fail, sets, retrieval } = sc;
+        for buf in [&mut *group, &mut *survivors, &mut *fail] {
+            buf.resize(self.nw, 0);
+        }
         for &child in &self.nodes[node].children {
             let c = &self.nodes[child];
             let mut any = 0;
@@ -967,23 +1044,23 @@ impl Operator {
             if ks.stores.get(s).is_none_or(|st| st.is_empty()) {
                 continue;
             }
-            let widest = self.widest(&group).min(c.widest) as i128;
-            let (lo, hi) = self.narrowed(ks, c, partial, &group, (maxts as i128 - widest).max(floor),
+            let widest = self.widest(group).min(c.widest) as i128;
+            let (lo, hi) = self.narrowed(ks, c, partial, group, (maxts as i128 - widest).max(floor),
                                          mints as i128 + widest);
             if lo > hi {
                 continue;
             }
-            let (candidates, only) =
-                self.retrieve(ks, c, partial, &group, (lo, hi), (mints, maxts), join_first(order), stats);
+            self.retrieve(ks, c, partial, group, (lo, hi), (mints, maxts), join_first(order), stats, retrieval);
+            let Retrieval { candidates, only, .. } = &*retrieval;
             let nw = self.nw;
-            let r = words(&group);
-            let mut sets = vec![0; c.check_sets.words];
+            let r = words(group);
+            sets.resize(c.check_sets.words, 0);
             'candidates: for (k, &i) in candidates.iter().enumerate() {
                 if ks.stores[s].seq(i) >= before {
                     continue;
                 }
                 stats.candidates += 1;
-                survivors.copy_from_slice(&group);
+                survivors.copy_from_slice(group);
                 let ts = ks.stores[s].ts(i);
                 let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
                 let span = hi_ts as i128 - lo_ts as i128;
@@ -998,7 +1075,7 @@ impl Operator {
                 }
                 // The words the partner's own queries span: a few queries of a large
                 // group leave most of the group's words empty.
-                let rc = words(&survivors);
+                let rc = words(survivors);
                 partial.push((c.stream, i));
                 // The lists probed: those of the queries left when the first list phase
                 // comes, each once (a partner is left with few of a group's queries).
@@ -1015,11 +1092,11 @@ impl Operator {
                         }
                         Phase::W | Phase::J => {
                             if !listed {
-                                c.check_sets.union(&survivors, &rc, &mut sets);
+                                c.check_sets.union(survivors, &rc, sets);
                                 listed = true;
                             }
-                            let checks = c.phase_checks(&sets, phase);
-                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &rc, exact, stats)
+                            let checks = c.phase_checks(sets, phase);
+                            self.probe_lists(ks, checks, phase, partial, survivors, fail, &rc, exact, stats)
                         }
                     };
                     if !alive {
@@ -1028,10 +1105,10 @@ impl Operator {
                     }
                     stats.passed[p] += 1;
                 }
-                self.emit(ks, child, &survivors, partial, hi_ts, out);
+                self.emit(ks, child, survivors, partial, hi_ts, out);
                 if !c.children.is_empty() {
-                    let kept = survivors.clone();
-                    self.expand(ks, child, partial, &kept, (lo_ts, hi_ts), before, None, order, exact, out, stats);
+                    self.expand(ks, child, partial, survivors, (lo_ts, hi_ts), before, None, order, exact, out, stats,
+                                scratch);
                 }
                 partial.pop();
             }
@@ -1087,11 +1164,13 @@ impl Operator {
                 let x = &mut e[v];
                 (x.scans, x.in_range) = (1.0, n as f64);
                 (x.join_probes, x.join_visits, x.join_found) = (1.0, n as f64, n as f64);
-                let chosen = if n >= PROBE_MIN { self.cover(ks, c, &[tuple], &group, n, stats) } else { Vec::new() };
-                let served = chosen.iter().fold(vec![0; self.nw], |mut m, p| {
-                    or_into(&mut m, &p.covered);
-                    m
-                });
+                let mut probes = Probes::default();
+                if n >= PROBE_MIN {
+                    self.cover(ks, c, &[tuple], &group, n, stats, &mut probes);
+                }
+                let mut served = vec![0; self.nw];
+                probes.covered.chunks(self.nw).for_each(|p| or_into(&mut served, p));
+                let chosen = &probes.chosen;
                 if !chosen.is_empty() && served == group {
                     let visits = chosen.iter().map(|p| p.entries.len()).sum::<usize>() as f64;
                     (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
@@ -1200,86 +1279,98 @@ impl Operator {
     }
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
-    /// to `sieves` with their queries to `masks`: one per MAXWINDOW slice of `q`
-    /// (State-Slice), with the slice's time range narrowed by the window lists all its
-    /// queries use, and (with `joins`) the ranges of every join and attribute list all
-    /// its queries use (`own`: a query and its ranges, known already for a slice of
-    /// that query alone). A partner outside them is of use to none of the slice's
-    /// queries; a slice with an empty time range gets no sieve.
+    /// to `sv`: one per MAXWINDOW slice of `q` (State-Slice), with the slice's time
+    /// range narrowed by the window lists all its queries use, and (with `joins`) the
+    /// ranges of every join and attribute list all its queries use (`own`: a query
+    /// and its ranges, known already for a slice of that query alone). A partner
+    /// outside them is of use to none of the slice's queries; a slice with an empty
+    /// time range gets no sieve.
     #[allow(clippy::too_many_arguments)]
     fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
               own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-              sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
-        for (slice, w) in self.slices(q) {
+              sv: &mut Sieves) {
+        let nw = self.nw;
+        self.slices(q, &mut sv.slices, &mut sv.widest);
+        for (k, &w) in sv.widest.iter().enumerate() {
+            let slice = &sv.slices[k * nw..(k + 1) * nw];
             let w = w as i128;
-            let (tlo, thi) = self.narrowed(ks, c, partial, &slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+            let (tlo, thi) = self.narrowed(ks, c, partial, slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
             if tlo > thi {
                 continue;
             }
             // The lists all the slice's queries use are among any one query's.
-            let mut bounds = Vec::new();
+            let mut bounds = sv.spare.pop().unwrap_or_default();
+            bounds.clear();
             let alone = |(bit, _): &(usize, &[Bound])| slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1
-                && first_bit(&slice) == Some(*bit);
+                && first_bit(slice) == Some(*bit);
             if let Some((_, ranges)) = own.filter(alone) {
                 bounds.extend_from_slice(ranges);
-            } else if joins && let Some(bit) = first_bit(&slice) {
-                let r = words(&slice);
+            } else if joins && let Some(bit) = first_bit(slice) {
+                let r = words(slice);
                 let shared = |list: &'a RangeList| {
-                    loosest_of_all(list, &slice, &r).map(|(t, _)| (t, list.users()))
+                    loosest_of_all(list, slice, &r).map(|(t, _)| (t, list.users()))
                 };
                 self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
             }
-            sieves.push(Sieve { tlo, thi, bounds });
-            masks.push(slice);
+            sv.list.push(Sieve { tlo, thi, bounds });
+            sv.of.extend_from_slice(slice);
         }
     }
 
-    /// `q` split by MAXWINDOW, narrowest first, as (the queries, their widest window):
-    /// one slice per window, adjacent windows merged into at most `SLICES` slices.
-    fn slices(&self, q: &[u64]) -> Vec<(Vec<u64>, i64)> {
+    /// `q` split by MAXWINDOW, narrowest first, into `slices` (the queries, `nw`
+    /// words each) and `widest` (their widest window): one slice per window, adjacent
+    /// windows merged into at most `SLICES` slices.
+    fn slices(&self, q: &[u64], slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
+        slices.clear();
+        widest.clear();
         let r = words(q);
         let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
         let per_slice = present().count().div_ceil(SLICES).max(1);
-        let mut slices: Vec<(Vec<u64>, i64)> = Vec::new();
         for (k, (w, m)) in present().enumerate() {
             if k % per_slice == 0 {
-                slices.push((vec![0; q.len()], 0));
+                slices.resize(slices.len() + q.len(), 0);
+                widest.push(0);
             }
-            let (slice, widest) = slices.last_mut().unwrap();
+            let at = slices.len() - q.len();
+            let slice = &mut slices[at..];
             slice[r.clone()].iter_mut().zip(&m[r.clone()]).zip(&q[r.clone()]).for_each(|((s, m), q)| *s |= m & q);
-            *widest = *w;
+            *widest.last_mut().unwrap() = *w;
         }
-        slices
     }
 
     /// The child's partners for `group`'s queries in the time range [lo, hi], each
-    /// once, with the queries it may serve (`nw` words per partner): the queries a
-    /// cover of value-index probes serves (J before W, when the probes visit fewer
-    /// events than the time range holds) through those probes, the others through the
-    /// time range. Each entry visited is checked against the sieves of the queries it
-    /// is retrieved for (a time-range scan before J checks only their times), so a
-    /// partner of use to none of them is not returned.
+    /// once, into `rt.candidates`, with the queries it may serve into `rt.only` (`nw`
+    /// words per partner): the queries a cover of value-index probes serves (J before
+    /// W, when the probes visit fewer events than the time range holds) through those
+    /// probes, the others through the time range. Each entry visited is checked
+    /// against the sieves of the queries it is retrieved for (a time-range scan before
+    /// J checks only their times), so a partner of use to none of them is not
+    /// returned.
     #[allow(clippy::too_many_arguments)]
     fn retrieve(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], (lo, hi): (i128, i128),
-                times: (i64, i64), joins: bool, stats: &mut Stats) -> (Vec<usize>, Vec<u64>) {
+                times: (i64, i64), joins: bool, stats: &mut Stats, rt: &mut Retrieval) {
         let s = c.stream as usize;
+        let nw = self.nw;
         let in_window = ks.stores[s].between(lo, hi);
-        let (mut sieves, mut of) = (Vec::new(), Vec::new());
-        let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut rest = group.to_vec();
+        let Retrieval { candidates, only, found, rest, probes, sieves } = rt;
+        sieves.clear();
+        found.clear();
+        rest.clear();
+        rest.extend_from_slice(group);
         if joins && in_window.len() >= PROBE_MIN {
-            let chosen = self.cover(ks, c, partial, group, in_window.len(), stats);
-            stats.probed += !chosen.is_empty() as u64;
-            for probe in &chosen {
-                and_not(&mut rest, &probe.covered);
-                let first = sieves.len();
-                let own = Some((probe.own.0, &probe.own.1[..]));
-                self.sieves(ks, c, partial, &probe.covered, own, (lo, hi), times, true, &mut sieves, &mut of);
-                if sieves.len() == first {
+            self.cover(ks, c, partial, group, in_window.len(), stats, probes);
+            stats.probed += !probes.chosen.is_empty() as u64;
+            for (k, probe) in probes.chosen.iter().enumerate() {
+                let covered = &probes.covered[k * nw..(k + 1) * nw];
+                and_not(rest, covered);
+                let first = sieves.list.len();
+                let own = Some((probe.own.0, &probes.bounds[probe.own.1.clone()]));
+                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, sieves);
+                if sieves.list.len() == first {
                     continue;
                 }
                 let start = found.len();
-                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves[first..], &mut found);
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves.list[first..], found);
                 found[start..].iter_mut().for_each(|f| f.1 += first);
                 let visited = probe.entries.len() as u64;
                 stats.visited += visited;
@@ -1289,44 +1380,50 @@ impl Operator {
         if rest.iter().any(|&w| w != 0) {
             stats.scanned += 1;
             stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
-            let first = sieves.len();
-            self.sieves(ks, c, partial, &rest, None, (lo, hi), times, joins, &mut sieves, &mut of);
+            let first = sieves.list.len();
+            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, sieves);
             let start = found.len();
             for i in in_window {
-                ks.stores[s].sift(i, &sieves[first..], &mut found);
+                ks.stores[s].sift(i, &sieves.list[first..], found);
             }
             found[start..].iter_mut().for_each(|f| f.1 += first);
         }
         found.sort_unstable();
-        let nw = self.nw;
-        let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
-        for (i, k) in found {
-            if indices.last() != Some(&i) {
-                indices.push(i);
-                masks.extend_from_slice(&of[k]);
+        candidates.clear();
+        only.clear();
+        for &(i, k) in found.iter() {
+            let of = &sieves.of[k * nw..(k + 1) * nw];
+            if candidates.last() != Some(&i) {
+                candidates.push(i);
+                only.extend_from_slice(of);
             } else {
-                let at = masks.len() - nw;
-                or_into(&mut masks[at..], &of[k]);
+                let at = only.len() - nw;
+                or_into(&mut only[at..], of);
             }
         }
-        (indices, masks)
     }
 
-    /// Value-index probes serving queries of `group`, each query by one probe: for
-    /// the first query not yet served, the probe over its own constant in one of its
-    /// lists that visits fewest entries, serving also the group's queries whose
-    /// constants in that list are at least as tight, while the entries the probes
-    /// visit stay below `limit` (what scanning the time range visits). Queries with no
-    /// such list, or beyond the limit, are left to the scan. Sizing each candidate
-    /// probe (two binary searches) counts as one comparison of its list's type.
+    /// Value-index probes serving queries of `group`, each query by one probe, into
+    /// `probes`: for the first query not yet served, the probe over its own constant
+    /// in one of its lists that visits fewest entries, serving also the group's
+    /// queries whose constants in that list are at least as tight, while the entries
+    /// the probes visit stay below `limit` (what scanning the time range visits).
+    /// Queries with no such list, or beyond the limit, are left to the scan. Sizing
+    /// each candidate probe (two binary searches) counts as one comparison of its
+    /// list's type.
+    #[allow(clippy::too_many_arguments)]
     fn cover<'a>(&'a self, ks: &mut KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
-             stats: &mut Stats) -> Vec<IndexProbe> {
+             stats: &mut Stats, probes: &mut Probes) {
         let s = c.stream as usize;
-        let mut uncovered = group.to_vec();
-        let mut chosen = Vec::new();
+        let Probes { chosen, covered, bounds, uncovered } = probes;
+        chosen.clear();
+        covered.clear();
+        bounds.clear();
+        uncovered.clear();
+        uncovered.extend_from_slice(group);
         let mut total = 0;
         let mut ranges = Vec::new();
-        while let Some(bit) = first_bit(&uncovered) {
+        while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
             let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
             self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
@@ -1341,17 +1438,18 @@ impl Operator {
                     best = Some((x, entries, served, phase));
                 }
             }
-            set(&mut uncovered, bit, false);
+            set(uncovered, bit, false);
             if let Some((index, entries, served, phase)) = best {
-                let mut covered: Vec<u64> = served.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
-                set(&mut covered, bit, true);
-                and_not(&mut uncovered, served);
+                let at = covered.len();
+                covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
+                covered[at + bit / 64] |= 1 << (bit % 64);
+                and_not(uncovered, served);
                 total += entries.len();
-                let own = (bit, ranges.iter().map(|r| r.0).collect());
-                chosen.push(IndexProbe { index, entries, covered, own, phase });
+                let own = bounds.len()..bounds.len() + ranges.len();
+                bounds.extend(ranges.iter().map(|r| r.0));
+                chosen.push(IndexProbe { index, entries, own: (bit, own), phase });
             }
         }
-        chosen
     }
 
     /// Every predicate list: its family (0 upper, 1 lower, 2 equality), the (stream,
