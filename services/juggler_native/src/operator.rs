@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, bits, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
-use crate::store::{Bound, Pos, Sieve, Store};
+use crate::store::{AHEAD, Bound, Pos, Sieve, Store};
 use crate::value::V;
 
 /// One predicate of a query, with the stream and column slots it reads.
@@ -1056,6 +1056,9 @@ impl Operator {
             let r = words(group);
             sets.resize(c.check_sets.words, 0);
             'candidates: for (k, &i) in candidates.iter().enumerate() {
+                if let Some(&next) = candidates.get(k + AHEAD) {
+                    ks.stores[s].prefetch_partner(next);
+                }
                 if ks.stores[s].seq(i) >= before {
                     continue;
                 }
