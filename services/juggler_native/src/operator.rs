@@ -118,6 +118,10 @@ impl CheckSets {
         ks.iter().for_each(|&k| set[k / 64] |= 1 << (k % 64));
     }
 
+    fn of(&self, bit: usize) -> &[u64] {
+        self.sets.get(bit * self.words..(bit + 1) * self.words).unwrap_or(&[])
+    }
+
     /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`.
     fn union(&self, mask: &[u64], r: &Words, out: &mut [u64]) {
         out.iter_mut().for_each(|w| *w = 0);
@@ -126,9 +130,7 @@ impl CheckSets {
             while word != 0 {
                 let bit = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                if let Some(set) = self.sets.get(bit * self.words..(bit + 1) * self.words) {
-                    or_into(out, set);
-                }
+                or_into(out, self.of(bit));
             }
         }
     }
@@ -1224,7 +1226,8 @@ impl Operator {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
         let r = words(group);
-        for check in c.checks_of.of(bit).iter().map(|&k| &c.checks[k]).filter(|check| check.window) {
+        // its set, not its list of indices: one read where there were two
+        for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
