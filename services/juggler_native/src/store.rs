@@ -303,8 +303,11 @@ impl Store {
         if let Some(row) = self.rows.get(i) {
             prefetch(row);
         }
-        if let Some(mask) = self.cache.get(i * self.cache_words) {
-            prefetch(mask);
+        // each cache line of the mask (eight words)
+        for w in (0..self.cache_words).step_by(8) {
+            if let Some(word) = self.cache.get(i * self.cache_words + w) {
+                prefetch(word);
+            }
         }
         self.prefetch_values(i);
     }
