@@ -1641,6 +1641,45 @@ mod tests {
         }
     }
 
+    /// Every node's list sets hold exactly each query's list indices, and its join
+    /// lists come before `split`, its window lists from it on.
+    fn assert_list_sets_agree(op: &Operator) {
+        for node in &op.nodes {
+            assert!(node.checks[..node.split].iter().all(|c| !c.window));
+            assert!(node.checks[node.split..].iter().all(|c| c.window));
+            for bit in 0..op.next_bit {
+                let mut of: Vec<usize> = node.checks_of.of(bit).to_vec();
+                of.sort();
+                let set: Vec<usize> = bits(node.check_sets.of(bit)).collect();
+                assert_eq!(set, of, "bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn list_sets_follow_lists_inserted_before_others_and_deregistration() {
+        let mut op = Operator::new(0, 0);
+        op.widen(0, 2);
+        op.widen(1, 2);
+        let one = Factor { f: 1.0, int: Some(1) };
+        let pair = |id, l, r, t| PredSpec::PairRange { id, l, r, lower: true, factor: one, tf: t as f64, ti: t };
+        // a window list first, then join lists inserted before it (its index moves)
+        let specs = [vec![pair(0, (1, 0), (0, 0), -5)], vec![pair(1, (1, 1), (0, 1), 0), pair(2, (1, 0), (0, 0), -5)],
+                     vec![pair(3, (0, 1), (1, 1), 2)]];
+        let mut bits = Vec::new();
+        for preds in specs {
+            bits.push(op.register(QuerySpec { streams: vec![0, 1], window: 10, preds }));
+            assert_list_sets_agree(&op);
+        }
+        op.deregister(bits[1]);
+        assert_list_sets_agree(&op);
+        assert!(op.process(event(0, 0, 1), &mut NoExact).ok().unwrap().is_empty());
+        // B.ts - A.ts >= -5 holds; B.x - A.x >= 0 would too, but its query is gone;
+        // A.x - B.x >= 2 fails
+        let hits = op.process(event(1, 3, 4), &mut NoExact).ok().unwrap();
+        assert_eq!(hits.iter().map(|h| h.bit).collect::<Vec<_>>(), vec![bits[0]]);
+    }
+
     fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {
         Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x)], pos: (0, ts) }
     }
