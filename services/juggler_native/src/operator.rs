@@ -19,9 +19,9 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, or_into};
+use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, bits, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
-use crate::store::{Bound, Pos, Sieve, Store};
+use crate::store::{AHEAD, Bound, Pos, Sieve, Store};
 use crate::value::V;
 
 /// One predicate of a query, with the stream and column slots it reads.
@@ -67,6 +67,84 @@ struct Check {
     window: bool,
 }
 
+/// Indices per query bit, in a vector by bit: looked up for every query a retrieval
+/// plans or a partner is probed for, where a hash lookup was a tenth of planning.
+#[derive(Clone, Debug, Default)]
+struct PerBit(Vec<Vec<usize>>);
+
+impl PerBit {
+    fn of(&self, bit: usize) -> &[usize] {
+        self.0.get(bit).map_or(&[], |v| v)
+    }
+
+    fn of_mut(&mut self, bit: usize) -> &mut Vec<usize> {
+        if self.0.len() <= bit {
+            self.0.resize(bit + 1, Vec::new());
+        }
+        &mut self.0[bit]
+    }
+
+    fn clear(&mut self, bit: usize) {
+        if let Some(v) = self.0.get_mut(bit) {
+            *v = Vec::new();
+        }
+    }
+}
+
+/// Per query bit, a set of indices in a node's `checks` (`words` words per bit).
+#[derive(Clone, Debug, Default)]
+struct CheckSets {
+    words: usize,
+    sets: Vec<u64>,
+}
+
+impl CheckSets {
+    fn new(checks: usize, checks_of: &PerBit) -> Self {
+        let mut sets = CheckSets { words: checks.div_ceil(64), sets: Vec::new() };
+        for (bit, ks) in checks_of.0.iter().enumerate() {
+            sets.put(bit, ks);
+        }
+        sets
+    }
+
+    /// Make query `bit`'s set `ks` (indices below `words * 64`).
+    fn put(&mut self, bit: usize, ks: &[usize]) {
+        let words = self.words;
+        if self.sets.len() < (bit + 1) * words {
+            self.sets.resize((bit + 1) * words, 0);
+        }
+        let set = &mut self.sets[bit * words..(bit + 1) * words];
+        set.iter_mut().for_each(|w| *w = 0);
+        ks.iter().for_each(|&k| set[k / 64] |= 1 << (k % 64));
+    }
+
+    fn of(&self, bit: usize) -> &[u64] {
+        self.sets.get(bit * self.words..(bit + 1) * self.words).unwrap_or(&[])
+    }
+
+    /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`.
+    fn union(&self, mask: &[u64], r: &Words, out: &mut [u64]) {
+        out.iter_mut().for_each(|w| *w = 0);
+        for (w, &word) in mask.iter().enumerate().take(r.end).skip(r.start) {
+            let mut word = word;
+            while word != 0 {
+                let bit = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                or_into(out, self.of(bit));
+            }
+        }
+    }
+}
+
+impl Node {
+    /// The checks of filter phase `phase` (the window lists, or the join lists) in
+    /// `set`, a union of `check_sets`, in the node's order.
+    fn phase_checks<'a>(&'a self, set: &'a [u64], phase: Phase) -> impl Iterator<Item = &'a Check> + 'a {
+        let part = if phase == Phase::W { self.split..self.checks.len() } else { 0..self.split };
+        bits(set).filter(move |k| part.contains(k)).map(|k| &self.checks[k])
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Node {
     stream: u32,
@@ -75,13 +153,17 @@ struct Node {
     widest: i64,
     children: Vec<usize>,
     checks: Vec<Check>,
-    /// Per query bit, the indices in `checks` of its lists: a partner left with a few
-    /// queries is probed against their lists only. `checks` holds the join lists
-    /// before the window lists, so each filter phase probes one contiguous part.
-    checks_of: FxHashMap<usize, Vec<usize>>,
+    /// Per query bit, the indices in `checks` of its lists. `checks` holds the join
+    /// lists before the window lists (from `split` on), so each filter phase probes
+    /// one contiguous part.
+    checks_of: PerBit,
+    /// The same as sets of indices: a partner is probed against the union of its
+    /// queries' lists, in the node's order.
+    check_sets: CheckSets,
+    split: usize,
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
-    attrs_of: FxHashMap<usize, Vec<usize>>,
+    attrs_of: PerBit,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -180,6 +262,8 @@ pub struct Operator {
     pub keys: FxHashMap<Box<str>, KeyState>,
     pub stats: Stats,
     pub types: TypeManager,
+    /// Buffers of each plan depth's expansion, reused from event to event.
+    scratch: Vec<Scratch>,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -203,18 +287,13 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 }
 
 /// The loosest threshold in `list` of `group`'s queries (the lowest of a lower list,
-/// the highest of an upper one), None when none of them has a predicate in it.
-/// Allocates nothing: it runs for every list at every retrieval.
-fn loosest(list: &RangeList, group: &[u64]) -> Option<(f64, i128)> {
-    if !mask_intersects(list.users(), group) {
-        return None;
-    }
-    list.loosest(group, &words(group)).map(|e| (e.tf, e.ti))
-}
-
-/// Whether every query of `group` uses the list whose users are `users`.
-fn covers(users: &[u64], group: &[u64]) -> bool {
-    users.iter().zip(group).all(|(u, g)| g & !u == 0)
+/// the highest of an upper one) when every one of them has a predicate in it (`r`:
+/// the group's words), else None. Allocates nothing: it runs for every list at
+/// every retrieval.
+fn loosest_of_all(list: &RangeList, group: &[u64], r: &Words) -> Option<(f64, i128)> {
+    let users = list.users();
+    let covers = users[r.clone()].iter().zip(&group[r.clone()]).all(|(u, g)| g & !u == 0);
+    covers.then(|| list.loosest(group, r)).flatten().map(|e| (e.tf, e.ti))
 }
 
 /// For a join or window check at a node binding depth `depth`: whether the partner
@@ -247,10 +326,6 @@ fn join_range(list: &RangeList, partner_is_left: bool, ov: f64, o: f64) -> Optio
 /// checked on every entry visited (the windows of J come from four values).
 const SLICES: usize = 4;
 
-/// Up to this many queries left on a partner, their own lists are probed rather than
-/// every list of the group.
-const FEW: u32 = 8;
-
 /// Below this many events in the time range, scanning it beats sizing index probes.
 const PROBE_MIN: usize = 16;
 
@@ -258,16 +333,69 @@ const PROBE_MIN: usize = 16;
 pub type ListDesc = (u8, (u32, usize), Option<(u32, usize)>, Option<f64>, usize);
 
 /// One value-index probe of a JES retrieval: the index, the entries it visits (those
-/// in its value range), the queries it serves, and the predicate type its list is of
-/// (a join list, or an attribute list of the partner's stream).
+/// in its value range), and the predicate type its list is of (a join list, or an
+/// attribute list of the partner's stream); the queries it serves are in `Probes`.
 struct IndexProbe {
     index: usize,
     entries: std::ops::Range<usize>,
-    covered: Vec<u64>,
-    /// The query it was chosen for, and the ranges of all that query's lists at its
-    /// own constants: the sieve of a slice holding that query alone.
-    own: (usize, Vec<Bound>),
+    /// The query it was chosen for, and where `Probes::bounds` holds the ranges of
+    /// all that query's lists at its own constants: the sieve of a slice holding that
+    /// query alone.
+    own: (usize, std::ops::Range<usize>),
     phase: Phase,
+}
+
+/// The probes a cover chose, the queries each serves (`nw` words per probe) and
+/// their own ranges.
+#[derive(Default)]
+struct Probes {
+    chosen: Vec<IndexProbe>,
+    covered: Vec<u64>,
+    bounds: Vec<Bound>,
+    uncovered: Vec<u64>,
+}
+
+/// The sieves of a retrieval and the queries of each (`nw` words per sieve), with the
+/// bound vectors of sieves cleared away kept for the next ones.
+#[derive(Default)]
+struct Sieves {
+    list: Vec<Sieve>,
+    of: Vec<u64>,
+    spare: Vec<Vec<Bound>>,
+    /// `Operator::slices`' output: the queries of each slice (`nw` words each) and
+    /// its widest window.
+    slices: Vec<u64>,
+    widest: Vec<i64>,
+}
+
+impl Sieves {
+    fn clear(&mut self) {
+        self.spare.extend(self.list.drain(..).map(|sieve| sieve.bounds));
+        self.of.clear();
+    }
+}
+
+/// What a retrieval fills: its partners and, `nw` words each, the queries each may
+/// serve; and the buffers it works in.
+#[derive(Default)]
+struct Retrieval {
+    candidates: Vec<usize>,
+    only: Vec<u64>,
+    found: Vec<(usize, usize)>,
+    rest: Vec<u64>,
+    probes: Probes,
+    sieves: Sieves,
+}
+
+/// The buffers of one plan depth's expansion, kept from event to event: a retrieval
+/// and its partners' filters made about fifteen small allocations each.
+#[derive(Default)]
+struct Scratch {
+    group: Vec<u64>,
+    survivors: Vec<u64>,
+    fail: Vec<u64>,
+    sets: Vec<u64>,
+    retrieval: Retrieval,
 }
 
 /// The words from the first to the last nonzero one of `mask`.
@@ -275,24 +403,6 @@ fn words(mask: &[u64]) -> Words {
     let first = mask.iter().position(|&w| w != 0).unwrap_or(0);
     let last = mask.iter().rposition(|&w| w != 0).map_or(first, |i| i + 1);
     first..last.max(first)
-}
-
-/// Lists to probe with their users, join lists first: `split` is where the window
-/// lists begin, so each filter phase takes its part without looking at the others.
-#[derive(Default)]
-struct PhaseLists<'a> {
-    lists: Vec<(&'a Check, &'a [u64])>,
-    split: usize,
-}
-
-impl<'a> PhaseLists<'a> {
-    fn split(&mut self) {
-        self.split = self.lists.partition_point(|(check, _)| !check.window);
-    }
-
-    fn of(&self, phase: Phase) -> &[(&'a Check, &'a [u64])] {
-        if phase == Phase::W { &self.lists[self.split..] } else { &self.lists[..self.split] }
-    }
 }
 
 /// The lowest bit set in `mask`.
@@ -384,8 +494,9 @@ impl Operator {
         for node in &mut self.nodes {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
-            node.checks_of.remove(&bit);
-            node.attrs_of.remove(&bit);
+            node.checks_of.clear(bit);
+            node.attrs_of.clear(bit);
+            node.check_sets.put(bit, &[]);
         }
         for (_, mask) in &mut self.windows {
             set(mask, bit, false);
@@ -510,6 +621,8 @@ impl Operator {
                 }
             };
             for depth in 0..path.len() {
+                // whether a list was inserted among the node's: the indices after it moved
+                let mut moved = false;
                 if depth > 0 {
                     let stream = path[depth];
                     let found = self.nodes[node].children.iter().copied().find(|&c| self.nodes[c].stream == stream);
@@ -531,13 +644,14 @@ impl Operator {
                         let check = Check { list, l: (ld, l.1), r: (rd, r.1), window: l.1 == 0 && r.1 == 0 };
                         let n = &mut self.nodes[node];
                         let at = n.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
-                            // join lists before window lists (see `PhaseLists`)
+                            // join lists before window lists (see `Node::split`)
                             let at = n.checks.partition_point(|c| !c.window || check.window);
                             n.checks.insert(at, check);
-                            n.checks_of.values_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            n.checks_of.0.iter_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            moved = true;
                             at
                         });
-                        let mine = n.checks_of.entry(bit).or_default();
+                        let mine = n.checks_of.of_mut(bit);
                         if !mine.contains(&at) {
                             mine.push(at);
                         }
@@ -548,7 +662,13 @@ impl Operator {
                     (0..info.attr.len()).filter(|&k| matches!(info.attr[k], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
                 });
                 let n = &mut self.nodes[node];
-                n.attrs_of.insert(bit, attrs);
+                *n.attrs_of.of_mut(bit) = attrs;
+                if moved {
+                    n.check_sets = CheckSets::new(n.checks.len(), &n.checks_of);
+                    n.split = n.checks.partition_point(|c| !c.window);
+                } else {
+                    n.check_sets.put(bit, n.checks_of.of(bit));
+                }
                 set(&mut n.mask, bit, true);
                 n.widest = n.widest.max(spec.window);
                 if depth == path.len() - 1 {
@@ -599,7 +719,7 @@ impl Operator {
 
     fn new_node(&self, stream: u32) -> Node {
         Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: FxHashMap::default(), attrs_of: FxHashMap::default() }
+               checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0, attrs_of: PerBit::default() }
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -806,7 +926,10 @@ impl Operator {
         }
         if !self.nodes[root].children.is_empty() && mask.iter().any(|&w| w != 0) {
             let deferred = (!pruned).then_some(&fail[..]);
-            self.expand(ks, root, &mut tuple.to_vec(), mask, (ts, ts), before, deferred, order, exact, out, &mut stats);
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.expand(ks, root, &mut tuple.to_vec(), mask, (ts, ts), before, deferred, order, exact, out, &mut stats,
+                        &mut scratch);
+            self.scratch = scratch;
         }
         if live && self.types.period_ends() {
             self.types.remeasure();
@@ -836,22 +959,6 @@ impl Operator {
         }
     }
 
-    /// The node's lists some query of `group` uses: a node shared by many queries has
-    /// many lists, of which a group needs few.
-    fn active<'a>(&'a self, c: &'a Node, group: &[u64], r: &Words) -> PhaseLists<'a> {
-        let mut active = PhaseLists {
-            lists: c
-                .checks
-                .iter()
-                .map(|check| (check, self.users(check)))
-                .filter(|(_, users)| mask_intersects(&group[r.clone()], &users[r.clone()]))
-                .collect(),
-            split: 0,
-        };
-        active.split();
-        active
-    }
-
     fn users(&self, check: &Check) -> &[u64] {
         match check.list {
             ListRef::Range(j) => self.ranges[j].users(),
@@ -864,10 +971,12 @@ impl Operator {
     /// fails; false once none is left.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn probe_lists(&self, ks: &KeyState, checks: &[(&Check, &[u64])], phase: Phase, partial: &[(u32, usize)],
-                   survivors: &mut [u64], fail: &mut [u64], r: &Words, exact: &mut dyn Exact, stats: &mut Stats) -> bool {
+    fn probe_lists<'a>(&self, ks: &KeyState, checks: impl Iterator<Item = &'a Check>, phase: Phase,
+                       partial: &[(u32, usize)], survivors: &mut [u64], fail: &mut [u64], r: &Words, exact: &mut dyn Exact,
+                       stats: &mut Stats) -> bool {
         let phase = phase as usize;
-        for &(check, users) in checks {
+        for check in checks {
+            let users = self.users(check);
             if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
                 continue;
             }
@@ -896,14 +1005,33 @@ impl Operator {
     /// lists), J on each in `order`'s order.
     /// `deferred`: the tuple's attribute mask when A did not come first (then only at
     /// the first level, where the A phase applies it too).
+    /// `scratch`: the buffers of each depth, this one's at `partial.len() - 1`.
     #[allow(clippy::too_many_arguments)]
     fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
               (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
-              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats) {
+              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, scratch: &mut Vec<Scratch>) {
+        let depth = partial.len() - 1;
+        if scratch.len() <= depth {
+            scratch.resize_with(depth + 1, Scratch::default);
+        }
+        let mut sc = std::mem::take(&mut scratch[depth]);
+        self.expand_with(ks, node, partial, mask, (mints, maxts), before, deferred, order, exact, out, stats, &mut sc,
+                         scratch);
+        scratch[depth] = sc;
+    }
+
+    /// `expand` in this depth's buffers `sc`, taken out of `scratch` for the deeper
+    /// depths' use of it.
+    #[allow(clippy::too_many_arguments)]
+    fn expand_with(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
+                   (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
+                   exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, sc: &mut Scratch,
+                   scratch: &mut Vec<Scratch>) {
         let floor = ks.floor.unwrap_or(i64::MIN) as i128;
-        let mut group = vec![0; self.nw];
-        let mut survivors = vec![0; self.nw];
-        let mut fail: Vec<u64> = vec![0; self.nw];
+        let Scratch { group, survivors, fail, sets, retrieval } = sc;
+        for buf in [&mut *group, &mut *survivors, &mut *fail] {
+            buf.resize(self.nw, 0);
+        }
         for &child in &self.nodes[node].children {
             let c = &self.nodes[child];
             let mut any = 0;
@@ -918,25 +1046,26 @@ impl Operator {
             if ks.stores.get(s).is_none_or(|st| st.is_empty()) {
                 continue;
             }
-            let widest = self.widest(&group).min(c.widest) as i128;
-            let (lo, hi) = self.narrowed(ks, c, partial, &group, (maxts as i128 - widest).max(floor),
+            let widest = self.widest(group).min(c.widest) as i128;
+            let (lo, hi) = self.narrowed(ks, c, partial, group, (maxts as i128 - widest).max(floor),
                                          mints as i128 + widest);
             if lo > hi {
                 continue;
             }
-            let (candidates, only) =
-                self.retrieve(ks, c, partial, &group, (lo, hi), (mints, maxts), join_first(order), stats);
+            self.retrieve(ks, c, partial, group, (lo, hi), (mints, maxts), join_first(order), stats, retrieval);
+            let Retrieval { candidates, only, .. } = &*retrieval;
             let nw = self.nw;
-            let r = words(&group);
-            // made when a partner first needs them: most retrievals return few partners
-            let mut active = None;
-            let mut mine = PhaseLists::default();
+            let r = words(group);
+            sets.resize(c.check_sets.words, 0);
             'candidates: for (k, &i) in candidates.iter().enumerate() {
+                if let Some(&next) = candidates.get(k + AHEAD) {
+                    ks.stores[s].prefetch_partner(next);
+                }
                 if ks.stores[s].seq(i) >= before {
                     continue;
                 }
                 stats.candidates += 1;
-                survivors.copy_from_slice(&group);
+                survivors.copy_from_slice(group);
                 let ts = ks.stores[s].ts(i);
                 let (lo_ts, hi_ts) = (mints.min(ts), maxts.max(ts));
                 let span = hi_ts as i128 - lo_ts as i128;
@@ -951,10 +1080,11 @@ impl Operator {
                 }
                 // The words the partner's own queries span: a few queries of a large
                 // group leave most of the group's words empty.
-                let rc = words(&survivors);
+                let rc = words(survivors);
                 partial.push((c.stream, i));
-                // The lists probed: a few queries left, their own; else the group's.
-                let mut lists: Option<bool> = None;
+                // The lists probed: those of the queries left when the first list phase
+                // comes, each once (a partner is left with few of a group's queries).
+                let mut listed = false;
                 for phase in order {
                     let p = phase as usize;
                     stats.tested[p] += 1;
@@ -966,18 +1096,12 @@ impl Operator {
                                 && deferred.is_none_or(|f| and_not(&mut survivors[rc.clone()], &f[rc.clone()]))
                         }
                         Phase::W | Phase::J => {
-                            let few = *lists.get_or_insert_with(|| {
-                                let few = survivors[rc.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW;
-                                if few {
-                                    self.own_lists(c, &survivors, &rc, &mut mine);
-                                }
-                                few
-                            });
-                            if !few && active.is_none() {
-                                active = Some(self.active(c, &group, &r));
+                            if !listed {
+                                c.check_sets.union(survivors, &rc, sets);
+                                listed = true;
                             }
-                            let checks = if few { &mine } else { active.as_ref().unwrap() }.of(phase);
-                            self.probe_lists(ks, checks, phase, partial, &mut survivors, &mut fail, &rc, exact, stats)
+                            let checks = c.phase_checks(sets, phase);
+                            self.probe_lists(ks, checks, phase, partial, survivors, fail, &rc, exact, stats)
                         }
                     };
                     if !alive {
@@ -986,34 +1110,14 @@ impl Operator {
                     }
                     stats.passed[p] += 1;
                 }
-                self.emit(ks, child, &survivors, partial, hi_ts, out);
+                self.emit(ks, child, survivors, partial, hi_ts, out);
                 if !c.children.is_empty() {
-                    let kept = survivors.clone();
-                    self.expand(ks, child, partial, &kept, (lo_ts, hi_ts), before, None, order, exact, out, stats);
+                    self.expand(ks, child, partial, survivors, (lo_ts, hi_ts), before, None, order, exact, out, stats,
+                                scratch);
                 }
                 partial.pop();
             }
         }
-    }
-
-    /// The lists of the queries left in `survivors`, each once, in the node's order
-    /// (join lists first).
-    fn own_lists<'a>(&'a self, c: &'a Node, survivors: &[u64], r: &Words, mine: &mut PhaseLists<'a>) {
-        let lists = &mut mine.lists;
-        lists.clear();
-        for (w, &word) in survivors.iter().enumerate().take(r.end).skip(r.start) {
-            let mut word = word;
-            while word != 0 {
-                let bit = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
-                if let Some(checks) = c.checks_of.get(&bit) {
-                    lists.extend(checks.iter().map(|&k| (&c.checks[k], self.users(&c.checks[k]))));
-                }
-            }
-        }
-        lists.sort_by_key(|(check, _)| *check as *const Check);
-        lists.dedup_by_key(|(check, _)| *check as *const Check);
-        mine.split();
     }
 
     /// What retrieving and filtering each partner stream of a sampled tuple costs, for
@@ -1065,19 +1169,22 @@ impl Operator {
                 let x = &mut e[v];
                 (x.scans, x.in_range) = (1.0, n as f64);
                 (x.join_probes, x.join_visits, x.join_found) = (1.0, n as f64, n as f64);
-                let chosen = if n >= PROBE_MIN { self.cover(ks, c, &[tuple], &group, n, stats) } else { Vec::new() };
-                let served = chosen.iter().fold(vec![0; self.nw], |mut m, p| {
-                    or_into(&mut m, &p.covered);
-                    m
-                });
+                let mut probes = Probes::default();
+                if n >= PROBE_MIN {
+                    self.cover(ks, c, &[tuple], &group, n, stats, &mut probes);
+                }
+                let mut served = vec![0; self.nw];
+                probes.covered.chunks(self.nw).for_each(|p| or_into(&mut served, p));
+                let chosen = &probes.chosen;
                 if !chosen.is_empty() && served == group {
                     let visits = chosen.iter().map(|p| p.entries.len()).sum::<usize>() as f64;
                     (x.join_probes, x.join_visits, x.join_found) = (chosen.len() as f64, visits, visits * n as f64 / held as f64);
                 }
                 let r = words(&group);
-                let active = self.active(c, &group, &r);
-                x.window_lists = (n * active.of(Phase::W).len()) as f64;
-                x.join_lists = (n * active.of(Phase::J).len()) as f64;
+                let mut sets = vec![0; c.check_sets.words];
+                c.check_sets.union(&group, &r, &mut sets);
+                x.window_lists = (n * c.phase_checks(&sets, Phase::W).count()) as f64;
+                x.join_lists = (n * c.phase_checks(&sets, Phase::J).count()) as f64;
                 let step = (n / SAMPLED).max(1);
                 for partner in range.step_by(step).take(SAMPLED) {
                     x.sampled += 1.0;
@@ -1093,13 +1200,13 @@ impl Operator {
                     survivors.copy_from_slice(&group);
                     stats.comparisons[Phase::W as usize] += 1;
                     if and_not(&mut survivors, self.too_narrow(span))
-                        && self.probe_lists(ks, active.of(Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
+                        && self.probe_lists(ks, c.phase_checks(&sets, Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
                                             exact, stats)
                     {
                         x.passed[Phase::W as usize] += 1.0;
                     }
                     survivors.copy_from_slice(&group);
-                    if self.probe_lists(ks, active.of(Phase::J), Phase::J, &partial, &mut survivors, &mut scratch, &r, exact,
+                    if self.probe_lists(ks, c.phase_checks(&sets, Phase::J), Phase::J, &partial, &mut survivors, &mut scratch, &r, exact,
                                         stats)
                     {
                         x.passed[Phase::J as usize] += 1.0;
@@ -1118,16 +1225,15 @@ impl Operator {
                 mut hi: i128) -> (i128, i128) {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
-        for check in c.checks_of.get(&bit).into_iter().flatten().map(|&k| &c.checks[k]).filter(|check| check.window) {
+        let r = words(group);
+        // its set, not its list of indices: one read where there were two
+        for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
             let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
-            if !covers(list.users(), group) {
-                continue;
-            }
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((_, ti)) = loosest(list, group) else { continue };
+            let Some((_, ti)) = loosest_of_all(list, group, &r) else { continue };
             let (os, oi) = partial[other.0];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1150,7 +1256,7 @@ impl Operator {
     fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
                           pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
                           mut each: impl FnMut(Bound, &'a [u64], Phase)) {
-        for &k in c.checks_of.get(&bit).into_iter().flatten() {
+        for &k in c.checks_of.of(bit) {
             let check = &c.checks[k];
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
@@ -1166,7 +1272,7 @@ impl Operator {
             }
         }
         let attr = &self.streams[c.stream as usize].attr;
-        for &k in c.attrs_of.get(&bit).into_iter().flatten() {
+        for &k in c.attrs_of.of(bit) {
             let (ListRef::Range(j), slot, _) = attr[k] else { unreachable!("attribute range lists only") };
             let list = &self.ranges[j];
             let Some((t, served)) = pick(list) else { continue };
@@ -1179,85 +1285,98 @@ impl Operator {
     }
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
-    /// to `sieves` with their queries to `masks`: one per MAXWINDOW slice of `q`
-    /// (State-Slice), with the slice's time range narrowed by the window lists all its
-    /// queries use, and (with `joins`) the ranges of every join and attribute list all
-    /// its queries use (`own`: a query and its ranges, known already for a slice of
-    /// that query alone). A partner outside them is of use to none of the slice's
-    /// queries; a slice with an empty time range gets no sieve.
+    /// to `sv`: one per MAXWINDOW slice of `q` (State-Slice), with the slice's time
+    /// range narrowed by the window lists all its queries use, and (with `joins`) the
+    /// ranges of every join and attribute list all its queries use (`own`: a query
+    /// and its ranges, known already for a slice of that query alone). A partner
+    /// outside them is of use to none of the slice's queries; a slice with an empty
+    /// time range gets no sieve.
     #[allow(clippy::too_many_arguments)]
     fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
               own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-              sieves: &mut Vec<Sieve>, masks: &mut Vec<Vec<u64>>) {
-        for (slice, w) in self.slices(q) {
+              sv: &mut Sieves) {
+        let nw = self.nw;
+        self.slices(q, &mut sv.slices, &mut sv.widest);
+        for (k, &w) in sv.widest.iter().enumerate() {
+            let slice = &sv.slices[k * nw..(k + 1) * nw];
             let w = w as i128;
-            let (tlo, thi) = self.narrowed(ks, c, partial, &slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+            let (tlo, thi) = self.narrowed(ks, c, partial, slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
             if tlo > thi {
                 continue;
             }
             // The lists all the slice's queries use are among any one query's.
-            let mut bounds = Vec::new();
+            let mut bounds = sv.spare.pop().unwrap_or_default();
+            bounds.clear();
             let alone = |(bit, _): &(usize, &[Bound])| slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1
-                && first_bit(&slice) == Some(*bit);
+                && first_bit(slice) == Some(*bit);
             if let Some((_, ranges)) = own.filter(alone) {
                 bounds.extend_from_slice(ranges);
-            } else if joins && let Some(bit) = first_bit(&slice) {
+            } else if joins && let Some(bit) = first_bit(slice) {
+                let r = words(slice);
                 let shared = |list: &'a RangeList| {
-                    covers(list.users(), &slice).then(|| loosest(list, &slice)).flatten().map(|(t, _)| (t, list.users()))
+                    loosest_of_all(list, slice, &r).map(|(t, _)| (t, list.users()))
                 };
                 self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
             }
-            sieves.push(Sieve { tlo, thi, bounds });
-            masks.push(slice);
+            sv.list.push(Sieve { tlo, thi, bounds });
+            sv.of.extend_from_slice(slice);
         }
     }
 
-    /// `q` split by MAXWINDOW, narrowest first, as (the queries, their widest window):
-    /// one slice per window, adjacent windows merged into at most `SLICES` slices.
-    fn slices(&self, q: &[u64]) -> Vec<(Vec<u64>, i64)> {
+    /// `q` split by MAXWINDOW, narrowest first, into `slices` (the queries, `nw`
+    /// words each) and `widest` (their widest window): one slice per window, adjacent
+    /// windows merged into at most `SLICES` slices.
+    fn slices(&self, q: &[u64], slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
+        slices.clear();
+        widest.clear();
         let r = words(q);
         let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
         let per_slice = present().count().div_ceil(SLICES).max(1);
-        let mut slices: Vec<(Vec<u64>, i64)> = Vec::new();
         for (k, (w, m)) in present().enumerate() {
             if k % per_slice == 0 {
-                slices.push((vec![0; q.len()], 0));
+                slices.resize(slices.len() + q.len(), 0);
+                widest.push(0);
             }
-            let (slice, widest) = slices.last_mut().unwrap();
+            let at = slices.len() - q.len();
+            let slice = &mut slices[at..];
             slice[r.clone()].iter_mut().zip(&m[r.clone()]).zip(&q[r.clone()]).for_each(|((s, m), q)| *s |= m & q);
-            *widest = *w;
+            *widest.last_mut().unwrap() = *w;
         }
-        slices
     }
 
     /// The child's partners for `group`'s queries in the time range [lo, hi], each
-    /// once, with the queries it may serve (`nw` words per partner): the queries a
-    /// cover of value-index probes serves (J before W, when the probes visit fewer
-    /// events than the time range holds) through those probes, the others through the
-    /// time range. Each entry visited is checked against the sieves of the queries it
-    /// is retrieved for (a time-range scan before J checks only their times), so a
-    /// partner of use to none of them is not returned.
+    /// once, into `rt.candidates`, with the queries it may serve into `rt.only` (`nw`
+    /// words per partner): the queries a cover of value-index probes serves (J before
+    /// W, when the probes visit fewer events than the time range holds) through those
+    /// probes, the others through the time range. Each entry visited is checked
+    /// against the sieves of the queries it is retrieved for (a time-range scan before
+    /// J checks only their times), so a partner of use to none of them is not
+    /// returned.
     #[allow(clippy::too_many_arguments)]
     fn retrieve(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], (lo, hi): (i128, i128),
-                times: (i64, i64), joins: bool, stats: &mut Stats) -> (Vec<usize>, Vec<u64>) {
+                times: (i64, i64), joins: bool, stats: &mut Stats, rt: &mut Retrieval) {
         let s = c.stream as usize;
+        let nw = self.nw;
         let in_window = ks.stores[s].between(lo, hi);
-        let (mut sieves, mut of) = (Vec::new(), Vec::new());
-        let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut rest = group.to_vec();
+        let Retrieval { candidates, only, found, rest, probes, sieves } = rt;
+        sieves.clear();
+        found.clear();
+        rest.clear();
+        rest.extend_from_slice(group);
         if joins && in_window.len() >= PROBE_MIN {
-            let chosen = self.cover(ks, c, partial, group, in_window.len(), stats);
-            stats.probed += !chosen.is_empty() as u64;
-            for probe in &chosen {
-                and_not(&mut rest, &probe.covered);
-                let first = sieves.len();
-                let own = Some((probe.own.0, &probe.own.1[..]));
-                self.sieves(ks, c, partial, &probe.covered, own, (lo, hi), times, true, &mut sieves, &mut of);
-                if sieves.len() == first {
+            self.cover(ks, c, partial, group, in_window.len(), stats, probes);
+            stats.probed += !probes.chosen.is_empty() as u64;
+            for (k, probe) in probes.chosen.iter().enumerate() {
+                let covered = &probes.covered[k * nw..(k + 1) * nw];
+                and_not(rest, covered);
+                let first = sieves.list.len();
+                let own = Some((probe.own.0, &probes.bounds[probe.own.1.clone()]));
+                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, sieves);
+                if sieves.list.len() == first {
                     continue;
                 }
                 let start = found.len();
-                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves[first..], &mut found);
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves.list[first..], found);
                 found[start..].iter_mut().for_each(|f| f.1 += first);
                 let visited = probe.entries.len() as u64;
                 stats.visited += visited;
@@ -1267,44 +1386,50 @@ impl Operator {
         if rest.iter().any(|&w| w != 0) {
             stats.scanned += 1;
             stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
-            let first = sieves.len();
-            self.sieves(ks, c, partial, &rest, None, (lo, hi), times, joins, &mut sieves, &mut of);
+            let first = sieves.list.len();
+            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, sieves);
             let start = found.len();
             for i in in_window {
-                ks.stores[s].sift(i, &sieves[first..], &mut found);
+                ks.stores[s].sift(i, &sieves.list[first..], found);
             }
             found[start..].iter_mut().for_each(|f| f.1 += first);
         }
         found.sort_unstable();
-        let nw = self.nw;
-        let (mut indices, mut masks) = (Vec::with_capacity(found.len()), Vec::with_capacity(found.len() * nw));
-        for (i, k) in found {
-            if indices.last() != Some(&i) {
-                indices.push(i);
-                masks.extend_from_slice(&of[k]);
+        candidates.clear();
+        only.clear();
+        for &(i, k) in found.iter() {
+            let of = &sieves.of[k * nw..(k + 1) * nw];
+            if candidates.last() != Some(&i) {
+                candidates.push(i);
+                only.extend_from_slice(of);
             } else {
-                let at = masks.len() - nw;
-                or_into(&mut masks[at..], &of[k]);
+                let at = only.len() - nw;
+                or_into(&mut only[at..], of);
             }
         }
-        (indices, masks)
     }
 
-    /// Value-index probes serving queries of `group`, each query by one probe: for
-    /// the first query not yet served, the probe over its own constant in one of its
-    /// lists that visits fewest entries, serving also the group's queries whose
-    /// constants in that list are at least as tight, while the entries the probes
-    /// visit stay below `limit` (what scanning the time range visits). Queries with no
-    /// such list, or beyond the limit, are left to the scan. Sizing each candidate
-    /// probe (two binary searches) counts as one comparison of its list's type.
+    /// Value-index probes serving queries of `group`, each query by one probe, into
+    /// `probes`: for the first query not yet served, the probe over its own constant
+    /// in one of its lists that visits fewest entries, serving also the group's
+    /// queries whose constants in that list are at least as tight, while the entries
+    /// the probes visit stay below `limit` (what scanning the time range visits).
+    /// Queries with no such list, or beyond the limit, are left to the scan. Sizing
+    /// each candidate probe (two binary searches) counts as one comparison of its
+    /// list's type.
+    #[allow(clippy::too_many_arguments)]
     fn cover<'a>(&'a self, ks: &mut KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
-             stats: &mut Stats) -> Vec<IndexProbe> {
+             stats: &mut Stats, probes: &mut Probes) {
         let s = c.stream as usize;
-        let mut uncovered = group.to_vec();
-        let mut chosen = Vec::new();
+        let Probes { chosen, covered, bounds, uncovered } = probes;
+        chosen.clear();
+        covered.clear();
+        bounds.clear();
+        uncovered.clear();
+        uncovered.extend_from_slice(group);
         let mut total = 0;
         let mut ranges = Vec::new();
-        while let Some(bit) = first_bit(&uncovered) {
+        while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
             let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
             self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
@@ -1319,17 +1444,18 @@ impl Operator {
                     best = Some((x, entries, served, phase));
                 }
             }
-            set(&mut uncovered, bit, false);
+            set(uncovered, bit, false);
             if let Some((index, entries, served, phase)) = best {
-                let mut covered: Vec<u64> = served.iter().zip(&uncovered).map(|(u, g)| u & g).collect();
-                set(&mut covered, bit, true);
-                and_not(&mut uncovered, served);
+                let at = covered.len();
+                covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
+                covered[at + bit / 64] |= 1 << (bit % 64);
+                and_not(uncovered, served);
                 total += entries.len();
-                let own = (bit, ranges.iter().map(|r| r.0).collect());
-                chosen.push(IndexProbe { index, entries, covered, own, phase });
+                let own = bounds.len()..bounds.len() + ranges.len();
+                bounds.extend(ranges.iter().map(|r| r.0));
+                chosen.push(IndexProbe { index, entries, own: (bit, own), phase });
             }
         }
-        chosen
     }
 
     /// Every predicate list: its family (0 upper, 1 lower, 2 equality), the (stream,
@@ -1513,6 +1639,45 @@ mod tests {
             got.sort();
             assert_eq!(got, expected, "order {order:?}");
         }
+    }
+
+    /// Every node's list sets hold exactly each query's list indices, and its join
+    /// lists come before `split`, its window lists from it on.
+    fn assert_list_sets_agree(op: &Operator) {
+        for node in &op.nodes {
+            assert!(node.checks[..node.split].iter().all(|c| !c.window));
+            assert!(node.checks[node.split..].iter().all(|c| c.window));
+            for bit in 0..op.next_bit {
+                let mut of: Vec<usize> = node.checks_of.of(bit).to_vec();
+                of.sort();
+                let set: Vec<usize> = bits(node.check_sets.of(bit)).collect();
+                assert_eq!(set, of, "bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn list_sets_follow_lists_inserted_before_others_and_deregistration() {
+        let mut op = Operator::new(0, 0);
+        op.widen(0, 2);
+        op.widen(1, 2);
+        let one = Factor { f: 1.0, int: Some(1) };
+        let pair = |id, l, r, t| PredSpec::PairRange { id, l, r, lower: true, factor: one, tf: t as f64, ti: t };
+        // a window list first, then join lists inserted before it (its index moves)
+        let specs = [vec![pair(0, (1, 0), (0, 0), -5)], vec![pair(1, (1, 1), (0, 1), 0), pair(2, (1, 0), (0, 0), -5)],
+                     vec![pair(3, (0, 1), (1, 1), 2)]];
+        let mut bits = Vec::new();
+        for preds in specs {
+            bits.push(op.register(QuerySpec { streams: vec![0, 1], window: 10, preds }));
+            assert_list_sets_agree(&op);
+        }
+        op.deregister(bits[1]);
+        assert_list_sets_agree(&op);
+        assert!(op.process(event(0, 0, 1), &mut NoExact).ok().unwrap().is_empty());
+        // B.ts - A.ts >= -5 holds; B.x - A.x >= 0 would too, but its query is gone;
+        // A.x - B.x >= 2 fails
+        let hits = op.process(event(1, 3, 4), &mut NoExact).ok().unwrap();
+        assert_eq!(hits.iter().map(|h| h.bit).collect::<Vec<_>>(), vec![bits[0]]);
     }
 
     fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {

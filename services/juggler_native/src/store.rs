@@ -88,6 +88,18 @@ fn index_key(v: &V) -> Option<f64> {
     }
 }
 
+/// How many entries or partners ahead of the one being read the next are prefetched.
+pub const AHEAD: usize = 4;
+
+fn prefetch<T>(at: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing and faults on no address.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((at as *const T).cast());
+    }
+}
+
 /// Room for `extra` more elements, growing by an eighth rather than doubling: held
 /// events are most of the state, and a doubled vector is half empty after growing.
 fn room<T>(v: &mut Vec<T>, extra: usize) {
@@ -265,11 +277,39 @@ impl Store {
     /// The events at `entries` of index `x` (see `entries`), each as (store index, k)
     /// for every `sieves[k]` it meets, appended to `out`.
     pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
-        for &i in &self.indexes[x].at[entries] {
+        let at = &self.indexes[x].at[entries];
+        for (p, &i) in at.iter().enumerate() {
+            if let Some(&next) = at.get(p + AHEAD) {
+                self.prefetch_values(next as usize);
+            }
             if i as usize >= self.head {
                 self.sift(i as usize, sieves, out);
             }
         }
+    }
+
+    /// Ask the cache for event `i`'s values: the entries a probe visits, and the
+    /// partners a retrieval returns, are events spread over the store, each a cache
+    /// miss when it is read.
+    pub fn prefetch_values(&self, i: usize) {
+        if let Some(v) = self.vals.get(i * self.width) {
+            prefetch(v);
+        }
+    }
+
+    /// Ask the cache for what filtering partner `i` reads besides its values: its row
+    /// and its cached attribute mask.
+    pub fn prefetch_partner(&self, i: usize) {
+        if let Some(row) = self.rows.get(i) {
+            prefetch(row);
+        }
+        // each cache line of the mask (eight words)
+        for w in (0..self.cache_words).step_by(8) {
+            if let Some(word) = self.cache.get(i * self.cache_words + w) {
+                prefetch(word);
+            }
+        }
+        self.prefetch_values(i);
     }
 
     /// Append (i, k) to `out` for every `sieves[k]` event `i` meets: its ts and every
