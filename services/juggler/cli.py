@@ -125,15 +125,10 @@ def worker_command(**options: object) -> None:
         settings = Settings.from_env(**options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    _log_to_stderr(settings.loglevel)
+    from juggler.logs import log_to_stderr
+
+    log_to_stderr(settings.loglevel)
     JugglerWorker(settings).run()
-
-
-def _log_to_stderr(level: str) -> None:
-    import logging
-
-    logging.basicConfig(level=level.upper(), stream=__import__("sys").stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 # -- Kafka: broker, topics, control plane ---------------------------------------------

@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from test_worker import LATENESS, Q1, Q2, Reference, generate
@@ -57,7 +58,10 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, t
                 assert time.monotonic() < deadline, worker.log_tail()
                 worker.revive()
                 time.sleep(0.2)
+            children = _children(worker.proc.pid)
             worker.kill()
+            assert children, "the results index runs in a child process"
+            _wait_gone(children)  # a SIGKILLed worker leaves no indexer consuming
             at_kill.append((producing.is_set(), done))
             worker.start()
         producer.join(120)
@@ -79,6 +83,37 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, t
         assert sorted(q["id"] for q in body["queries"]) == ["q1", "q2"]
     finally:
         worker.stop()
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _wait_gone(pids: set[int], timeout: float = 20.0) -> None:
+    """Wait until none of `pids` runs (a zombie waiting for its reaper counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.add(pid)
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"still running after the worker died: {alive}"
+        time.sleep(0.1)
 
 
 def test_restore_without_a_deleted_original_says_so_and_goes_on(kafka_bootstrap: str,

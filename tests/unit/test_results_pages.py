@@ -47,7 +47,7 @@ def test_page_body_is_the_encoded_page_byte_for_byte() -> None:
 
 
 def test_cursor_walks_every_indexed_result_once_and_stops_at_the_indexed_end() -> None:
-    store = ResultsStore({}, SHARED, codec=None)
+    store = ResultsStore({}, SHARED)
     store.append([row(q, SHARED, p, o) for p in range(4) for o in range(p, 40, 3)
                   for q in ("q1", "q2")],
                  {(SHARED, p): 30 for p in range(4)})  # offsets 30.. are not indexed yet
@@ -66,7 +66,7 @@ def test_cursor_walks_every_indexed_result_once_and_stops_at_the_indexed_end() -
 
 
 def test_own_topic_and_shared_topic_results_stay_apart() -> None:
-    store = ResultsStore({}, SHARED, codec=None)
+    store = ResultsStore({}, SHARED)
     store.follow(OWN)
     store.append([row("q1", SHARED, 0, 5), row("q1", OWN, 0, 0), row("q1", OWN, 1, 0),
                   row("q1", OWN, 1, 1)],

@@ -2,17 +2,24 @@
 table instead of a consumer per request.
 
 The topics stay the store of record (retained, read_committed, positions that never
-change); this is a cache of them: a thread of the worker reads every partition of the
+change); this is a cache of them: a process of its own reads every partition of the
 shared `juggler.results`, and of each query's own results topic once a query registered
 here has one (`follow`), from the beginning, and appends each committed result to an
-SQLite table keyed by (query, topic, partition, offset). A page is one indexed range
-scan per partition, so a read costs the same whether a topic holds ten results or ten
-million, and many readers do not slow the worker (SQLite in WAL mode: readers never
-wait for the writer). Cursors are the same as before: per partition of the query's
-topic, the next offset to read.
+SQLite table keyed by (query, topic, partition, offset), with the offsets indexed so
+far in the same transaction. A page is one indexed range scan per partition, so a read
+costs the same whether a topic holds ten results or ten million, and many readers do
+not slow the worker (SQLite in WAL mode: readers never wait for the writer). Cursors
+are the same as before: per partition of the query's topic, the next offset to read.
 
 Each result is kept as the JSON text the API sends, so a page is a concatenation of
 rows (`results_api.page_body`), with nothing decoded or encoded per request.
+
+Why a process and not a thread: decoding every result, writing its JSON and inserting
+it took a quarter of the worker's interpreter on K (100 join queries, 1.5 results per
+event), time its processing loop spent waiting for the GIL. The indexer shares nothing
+with the worker but the SQLite file, a queue of topics to follow and a stop event; it
+stops on that event, and by itself when the worker's process is gone (a SIGKILL or
+`os._exit` runs no clean-up).
 
 Why SQLite: it is in the standard library, indexes and pages exactly as needed, and
 needs no server. The table lives in a temporary file and is rebuilt from the topics at
@@ -23,10 +30,14 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
+import queue
 import sqlite3
 import tempfile
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from juggler.codec.avro import RESULT, CodecError
@@ -39,124 +50,75 @@ CREATE TABLE IF NOT EXISTS results (
     query TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
     offset INTEGER NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (query, topic, partition, offset)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ends (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
 """
+"""`ends`: per topic partition, the offset up to which `results` holds every result."""
 
 TP = tuple[str, int]
+Row = tuple[str, str, int, int, str]
+
+
+@dataclass(frozen=True)
+class CodecOptions:
+    """What the indexing process needs to build the worker's codec (a codec itself
+    holds a registry client and caches, which are not sent to another process)."""
+
+    schemas_dir: Path | None = None
+    registry_url: str | None = None
+
+    def codec(self) -> Any:
+        from juggler.codec.avro import Codec
+
+        extra = {"registry_url": self.registry_url} if self.registry_url is not None else {}
+        return Codec(self.schemas_dir, **extra)
 
 
 class ResultsStore:
-    def __init__(self, client_config: dict[str, Any], topic: str, codec: Any) -> None:
+    def __init__(self, client_config: dict[str, Any], topic: str,
+                 codec: CodecOptions = CodecOptions(), loglevel: str = "info") -> None:
         """`topic`: the shared results topic, always indexed."""
-        self.client_config = client_config
-        self.codec = codec
         self.path = os.path.join(tempfile.mkdtemp(prefix="juggler-results-"), "results.db")
         self._local = threading.local()
-        writer = self._connection()
-        writer.executescript(SCHEMA)
-        self.indexed: dict[TP, int] = {}
-        """Per topic partition, the offset up to which the table holds every result."""
-        self._wanted: set[str] = {topic}
-        """The topics to index; the indexing thread assigns those it does not read yet."""
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._index, name="juggler-results-index",
-                                       daemon=True)
+        self._connection().executescript(SCHEMA)
+        context = multiprocessing.get_context("spawn")  # no fork of librdkafka's threads
+        self._follow: Any = context.Queue()
+        self._follow.cancel_join_thread()  # an exit never waits on a dead indexer's pipe
+        self._stop = context.Event()
+        self.follow(topic)
+        self.process = context.Process(
+            target=_index, name="juggler-results-index", daemon=True,
+            args=(self.path, client_config, codec, loglevel, self._follow, self._stop))
 
     def start(self) -> None:
-        self.thread.start()
+        self.process.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.process.pid is None:
+            return
         self._stop.set()
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
 
     def follow(self, topic: str) -> None:
         """Index `topic` too (a query's own results topic), from its beginning; called
         when a query with its own topic is registered or restored here. Idempotent."""
-        self._wanted.add(topic)
+        self._follow.put(topic)
 
     def _connection(self) -> sqlite3.Connection:
         """One connection per thread (sqlite3 objects are not shared across threads)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = sqlite3.connect(self.path, check_same_thread=True)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=OFF")
+            conn = self._local.conn = _connect(self.path)
         return conn
 
-    # writing: the indexing thread -------------------------------------------------
-
-    def _index(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition
-
-        consumer = Consumer({**self.client_config, "group.id": "juggler-results-index",
-                             "enable.auto.commit": False, "isolation.level": "read_committed",
-                             "log_level": 3})
-        read: set[str] = set()
-        assigned: list[Any] = []
-        try:
-            while not self._stop.is_set():
-                if len(read) < len(self._wanted):
-                    assigned += self._assign_new(consumer, read)
-                rows = []
-                for m in consumer.consume(5000, timeout=0.2):
-                    if m.error() is not None:
-                        continue
-                    row = self._row(m)
-                    if row is not None:
-                        rows.append(row)
-                positions = consumer.position([TopicPartition(t.topic, t.partition)
-                                               for t in assigned]) if assigned else []
-                self.append(rows, {(tp.topic, tp.partition): tp.offset
-                                   for tp in positions if tp.offset >= 0})
-        except Exception:  # the index is a cache: a failure must not stop the worker
-            log.exception("the results index stopped; /queries/<id>/results serves what "
-                          "it indexed so far")
-        finally:
-            consumer.close()
-
-    def append(self, rows: list[tuple[str, str, int, int, str]], ends: dict[TP, int]) -> None:
-        """Add (query, topic, partition, offset, JSON text) rows, then move the indexed
-        ends: in this order, so a reader never sees an end before the rows below it."""
-        if rows:
-            conn = self._connection()
-            conn.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?)", rows)
-            conn.commit()
-        self.indexed.update(ends)
-
-    def _assign_new(self, consumer: Any, read: set[str]) -> list[Any]:
-        """Start reading, from the beginning, every wanted topic the broker already
-        knows (a topic created a moment ago is tried again at the next round)."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
-        new = []
-        for topic in sorted(self._wanted - read):
-            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-            if meta is None or meta.error is not None or not meta.partitions:
-                continue
-            new += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)]
-            read.add(topic)
-        if new:
-            consumer.incremental_assign(new)
-        return new
-
-    def _row(self, m: Any) -> tuple[str, str, int, int, str] | None:
-        """A result as its row of the index. Decoded as trusted (a worker wrote it, so it
-        is not encoded again to prove it minimal: that was most of what this thread
-        spent of the worker's GIL); a number that is not finite, which only another
-        producer could have written, still never reaches a page as invalid JSON."""
-        query = dict(m.headers() or ()).get(QUERY_HEADER)
-        try:
-            record = self.codec.decode(RESULT, m.value(), trusted=True)
-        except CodecError as exc:
-            record = {"error": exc.reason}
-        qid = query.decode("utf-8", "replace") if query is not None else record.get("query")
-        if qid is None:
-            return None
-        position = {"topic": m.topic(), "partition": m.partition(), "offset": m.offset()}
-        try:
-            text = json.dumps(record | {"position": position}, allow_nan=False)
-        except ValueError:
-            text = json.dumps({"error": "the result holds a number that is not finite",
-                               "position": position})
-        return qid, m.topic(), m.partition(), m.offset(), text
+    def append(self, rows: list[Row], ends: dict[TP, int]) -> None:
+        """Add (query, topic, partition, offset, JSON text) rows and move the indexed
+        ends, in one transaction: a reader never sees an end before the rows below it."""
+        _append(self._connection(), rows, ends)
 
     # reading: the HTTP thread -----------------------------------------------------
 
@@ -166,7 +128,8 @@ class ResultsStore:
         partition, as the JSON texts the index keeps (a page is their concatenation),
         and the cursor after them (a partition read to its indexed end moves to it)."""
         conn = self._connection()
-        indexed = {p: end for (t, p), end in list(self.indexed.items()) if t == topic}
+        indexed = dict(conn.execute("SELECT partition, offset FROM ends WHERE topic = ?",
+                                    (topic,)).fetchall())
         positions = {**after, **{p: max(after.get(p, 0), 0) for p in indexed}}
         results: list[str] = []
         for p in sorted(indexed):
@@ -186,3 +149,106 @@ class ResultsStore:
         return self._connection().execute(
             "SELECT 1 FROM results WHERE query = ? AND topic = ? LIMIT 1",
             (query_id, topic)).fetchone() is not None
+
+
+# the indexing process -----------------------------------------------------------------
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=True)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=OFF")
+    return conn
+
+
+def _append(conn: sqlite3.Connection, rows: list[Row], ends: dict[TP, int]) -> None:
+    with conn:
+        if rows:
+            conn.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT OR REPLACE INTO ends VALUES (?, ?, ?)",
+                         [(t, p, o) for (t, p), o in ends.items()])
+
+
+def _index(path: str, client_config: dict[str, Any], options: CodecOptions, loglevel: str,
+           follow: Any, stop: Any) -> None:
+    """The indexing process: read the wanted topics from their beginnings and append
+    each committed result, until `stop` is set or the worker is gone."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from juggler.logs import log_to_stderr
+
+    log_to_stderr(loglevel)
+    conn = _connect(path)
+    codec = options.codec()
+    parent = multiprocessing.parent_process()
+    consumer = Consumer({**client_config, "group.id": "juggler-results-index",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "log_level": 3})
+    wanted: set[str] = set()
+    read: set[str] = set()
+    assigned: list[Any] = []
+    try:
+        while not stop.is_set() and (parent is None or parent.is_alive()):
+            wanted |= _drain(follow)
+            if len(read) < len(wanted):
+                assigned += _assign_new(consumer, wanted - read, read)
+            rows = []
+            for m in consumer.consume(5000, timeout=0.2):
+                if m.error() is None and (row := _row(m, codec)) is not None:
+                    rows.append(row)
+            positions = consumer.position([TopicPartition(t.topic, t.partition)
+                                           for t in assigned]) if assigned else []
+            _append(conn, rows, {(tp.topic, tp.partition): tp.offset
+                                 for tp in positions if tp.offset >= 0})
+    except Exception:  # the index is a cache: a failure must not stop the worker
+        log.exception("the results index stopped; /queries/<id>/results serves what "
+                      "it indexed so far")
+    finally:
+        consumer.close()
+
+
+def _drain(follow: Any) -> set[str]:
+    topics = set()
+    while True:
+        try:
+            topics.add(follow.get_nowait())
+        except queue.Empty:
+            return topics
+
+
+def _assign_new(consumer: Any, topics: set[str], read: set[str]) -> list[Any]:
+    """Start reading, from the beginning, every one of `topics` the broker already
+    knows (a topic created a moment ago is tried again at the next round)."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    new = []
+    for topic in sorted(topics):
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            continue
+        new += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)]
+        read.add(topic)
+    if new:
+        consumer.incremental_assign(new)
+    return new
+
+
+def _row(m: Any, codec: Any) -> Row | None:
+    """A result as its row of the index. Decoded as trusted (a worker wrote it, so it is
+    not encoded again to prove it minimal); a number that is not finite, which only
+    another producer could have written, still never reaches a page as invalid JSON."""
+    query = dict(m.headers() or ()).get(QUERY_HEADER)
+    try:
+        record = codec.decode(RESULT, m.value(), trusted=True)
+    except CodecError as exc:
+        record = {"error": exc.reason}
+    qid = query.decode("utf-8", "replace") if query is not None else record.get("query")
+    if qid is None:
+        return None
+    position = {"topic": m.topic(), "partition": m.partition(), "offset": m.offset()}
+    try:
+        text = json.dumps(record | {"position": position}, allow_nan=False)
+    except ValueError:
+        text = json.dumps({"error": "the result holds a number that is not finite",
+                           "position": position})
+    return qid, m.topic(), m.partition(), m.offset(), text

@@ -152,11 +152,14 @@ class JugglerWorker:
     def run(self) -> None:
         """Consume, process and commit until SIGTERM/SIGINT; exit 70 on any failure."""
         from juggler.service.http_api import serve
-        from juggler.service.results_store import ResultsStore
+        from juggler.service.results_store import CodecOptions, ResultsStore
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
-        self.results_store = ResultsStore(self.client_config, self.names.all_results, self.codec)
+        self.results_store = ResultsStore(
+            self.client_config, self.names.all_results,
+            CodecOptions(self.settings.schemas_dir, self.settings.registry_url),
+            self.settings.loglevel)
         self.results_store.start()
         server = serve(self, self.settings.web_host, self.settings.web_port,
                        self.settings.web_token)
@@ -174,6 +177,7 @@ class JugglerWorker:
                 handler.flush()
             sys.stderr.flush()
             os._exit(FAILURE_EXIT)
+        self.results_store.stop()
         log.info("worker stopped")
 
     def _loop(self) -> None:
