@@ -85,6 +85,19 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, t
         worker.stop()
 
 
+def _one_partition(name: str, bootstrap: str, tmp_path: Path
+                   ) -> tuple[str, WorkerProcess, Client]:
+    """(app id, worker, client) of a one-partition deployment of its own."""
+    app_id = unique(name)
+    worker = WorkerProcess(bootstrap, app_id, f"{app_id}.", tmp_path, partitions=1)
+    return app_id, worker, Client(bootstrap, f"{app_id}.")
+
+
+def _start_with_query(worker: WorkerProcess, client: Client, qid: str, text: str) -> None:
+    worker.start()
+    assert client.wait_status(client.command("REGISTER", qid, text))["status"] == "ACCEPTED"
+
+
 def _children(pid: int) -> set[int]:
     """The live processes whose parent is `pid` (from /proc)."""
     found = set()
@@ -126,13 +139,9 @@ def test_restore_without_a_deleted_original_says_so_and_goes_on(kafka_bootstrap:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    app_id = unique("gone")
-    prefix = f"{app_id}."
-    worker = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, partitions=1)
-    client = Client(kafka_bootstrap, prefix)
+    app_id, worker, client = _one_partition("gone", kafka_bootstrap, tmp_path)
     try:
-        worker.start()
-        assert client.wait_status(client.command("REGISTER", "q1", Q1))["status"] == "ACCEPTED"
+        _start_with_query(worker, client, "q1", Q1)
         b = {"pressure": 80.0, "temp": 70.0, "alert": False}
         held = client.send_events([("B", "p1", 1_000, b), ("B", "p1", 1_100, b)])
         client.wait_consumed(app_id, [client.names.stream("B")])
@@ -192,14 +201,9 @@ def test_a_selection_backlog_leaves_one_held_event_in_the_state_topic(kafka_boot
     key's floor passes in the round that took it (every event of a selection-only
     query but the key's last) is never written there, so a backlog costs no state
     records or tombstones, and a restart still publishes nothing twice."""
-    app_id = unique("sel")
-    prefix = f"{app_id}."
-    worker = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, partitions=1)
-    client = Client(kafka_bootstrap, prefix)
+    app_id, worker, client = _one_partition("sel", kafka_bootstrap, tmp_path)
     try:
-        worker.start()
-        query = "SELECT * FROM B WHERE B.pressure > 90"
-        assert client.wait_status(client.command("REGISTER", "s", query))["status"] == "ACCEPTED"
+        _start_with_query(worker, client, "s", "SELECT * FROM B WHERE B.pressure > 90")
         worker.stop()
         sent = client.send_events([("B", "p1", 1_000 + 10 * i,
                                     {"pressure": 80.0 + i % 20, "temp": 70.0, "alert": False})
