@@ -293,7 +293,7 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 fn loosest_of_all(list: &RangeList, group: &[u64], r: &Words) -> Option<(f64, i128)> {
     let users = list.users();
     let covers = users[r.clone()].iter().zip(&group[r.clone()]).all(|(u, g)| g & !u == 0);
-    covers.then(|| list.loosest(group, r)).flatten().map(|e| (e.tf, e.ti))
+    covers.then(|| list.loosest(group, r)).flatten()
 }
 
 /// For a join or window check at a node binding depth `depth`: whether the partner
@@ -1431,7 +1431,7 @@ impl Operator {
         let mut ranges = Vec::new();
         while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
-            let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
+            let own = |list: &'a RangeList| list.tighter(bit);
             self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
             let mut best = None;
             for &(Bound { slot, lo, hi }, served, phase) in &ranges {
