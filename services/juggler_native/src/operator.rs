@@ -67,27 +67,67 @@ struct Check {
     window: bool,
 }
 
-/// Indices per query bit, in a vector by bit: looked up for every query a retrieval
-/// plans or a partner is probed for, where a hash lookup was a tenth of planning.
+/// Indices per query bit, looked up for every query a retrieval plans or a partner
+/// is probed for (a hash lookup was a tenth of planning). Each bit's indices are a
+/// run in one arena, the runs of bits in order side by side: a vector per bit was
+/// two cache misses at n=1,000 (its header, then its own heap block), and a
+/// retrieval plans its queries in bit order. Indices change only at registration: a
+/// bit's new run is appended and its old one left, until left runs are most of the
+/// arena and it is compacted.
 #[derive(Clone, Debug, Default)]
-struct PerBit(Vec<Vec<usize>>);
+struct PerBit {
+    /// (start, length) in `items` per bit.
+    runs: Vec<(u32, u32)>,
+    items: Vec<u32>,
+    /// The length of all runs: `items` less what was left behind.
+    live: usize,
+}
 
 impl PerBit {
-    fn of(&self, bit: usize) -> &[usize] {
-        self.0.get(bit).map_or(&[], |v| v)
+    fn bits(&self) -> usize {
+        self.runs.len()
     }
 
-    fn of_mut(&mut self, bit: usize) -> &mut Vec<usize> {
-        if self.0.len() <= bit {
-            self.0.resize(bit + 1, Vec::new());
-        }
-        &mut self.0[bit]
+    fn of(&self, bit: usize) -> &[u32] {
+        self.runs.get(bit).map_or(&[], |&(a, n)| &self.items[a as usize..(a + n) as usize])
     }
 
-    fn clear(&mut self, bit: usize) {
-        if let Some(v) = self.0.get_mut(bit) {
-            *v = Vec::new();
+    /// Make query `bit`'s indices `ks`.
+    fn put(&mut self, bit: usize, ks: &[u32]) {
+        if self.runs.len() <= bit {
+            self.runs.resize(bit + 1, (0, 0));
         }
+        self.live = self.live - self.runs[bit].1 as usize + ks.len();
+        self.runs[bit] = (self.items.len() as u32, ks.len() as u32);
+        self.items.extend_from_slice(ks);
+        if self.items.len() > 2 * self.live + 64 {
+            self.compact();
+        }
+    }
+
+    /// Add index `k` to query `bit`'s, if not there.
+    fn add(&mut self, bit: usize, k: usize) {
+        let k = k as u32;
+        if !self.of(bit).contains(&k) {
+            let ks = [self.of(bit), &[k]].concat();
+            self.put(bit, &ks);
+        }
+    }
+
+    /// Every index from `at` on moves up one (an index was inserted at `at`).
+    fn shift_from(&mut self, at: usize) {
+        // the runs left behind too: they are never read
+        self.items.iter_mut().filter(|k| **k as usize >= at).for_each(|k| *k += 1);
+    }
+
+    fn compact(&mut self) {
+        let mut items = Vec::with_capacity(self.live);
+        for run in &mut self.runs {
+            let (a, n) = (run.0 as usize, run.1 as usize);
+            run.0 = items.len() as u32;
+            items.extend_from_slice(&self.items[a..a + n]);
+        }
+        self.items = items;
     }
 }
 
@@ -101,21 +141,21 @@ struct CheckSets {
 impl CheckSets {
     fn new(checks: usize, checks_of: &PerBit) -> Self {
         let mut sets = CheckSets { words: checks.div_ceil(64), sets: Vec::new() };
-        for (bit, ks) in checks_of.0.iter().enumerate() {
-            sets.put(bit, ks);
+        for bit in 0..checks_of.bits() {
+            sets.put(bit, checks_of.of(bit));
         }
         sets
     }
 
     /// Make query `bit`'s set `ks` (indices below `words * 64`).
-    fn put(&mut self, bit: usize, ks: &[usize]) {
+    fn put(&mut self, bit: usize, ks: &[u32]) {
         let words = self.words;
         if self.sets.len() < (bit + 1) * words {
             self.sets.resize((bit + 1) * words, 0);
         }
         let set = &mut self.sets[bit * words..(bit + 1) * words];
         set.iter_mut().for_each(|w| *w = 0);
-        ks.iter().for_each(|&k| set[k / 64] |= 1 << (k % 64));
+        ks.iter().for_each(|&k| set[k as usize / 64] |= 1 << (k % 64));
     }
 
     fn of(&self, bit: usize) -> &[u64] {
@@ -494,8 +534,8 @@ impl Operator {
         for node in &mut self.nodes {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
-            node.checks_of.clear(bit);
-            node.attrs_of.clear(bit);
+            node.checks_of.put(bit, &[]);
+            node.attrs_of.put(bit, &[]);
             node.check_sets.put(bit, &[]);
         }
         for (_, mask) in &mut self.windows {
@@ -647,22 +687,19 @@ impl Operator {
                             // join lists before window lists (see `Node::split`)
                             let at = n.checks.partition_point(|c| !c.window || check.window);
                             n.checks.insert(at, check);
-                            n.checks_of.0.iter_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            n.checks_of.shift_from(at);
                             moved = true;
                             at
                         });
-                        let mine = n.checks_of.of_mut(bit);
-                        if !mine.contains(&at) {
-                            mine.push(at);
-                        }
+                        n.checks_of.add(bit, at);
                     }
                 }
                 let attrs = self.streams.get(path[depth] as usize).map_or_else(Vec::new, |info| {
                     let mine = |list: &ListRef| lists.iter().any(|(l, _)| l == list);
-                    (0..info.attr.len()).filter(|&k| matches!(info.attr[k], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
+                    (0..info.attr.len() as u32).filter(|&k| matches!(info.attr[k as usize], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
                 });
                 let n = &mut self.nodes[node];
-                *n.attrs_of.of_mut(bit) = attrs;
+                n.attrs_of.put(bit, &attrs);
                 if moved {
                     n.check_sets = CheckSets::new(n.checks.len(), &n.checks_of);
                     n.split = n.checks.partition_point(|c| !c.window);
@@ -1257,7 +1294,7 @@ impl Operator {
                           pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
                           mut each: impl FnMut(Bound, &'a [u64], Phase)) {
         for &k in c.checks_of.of(bit) {
-            let check = &c.checks[k];
+            let check = &c.checks[k as usize];
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             // a window predicate: the time range already holds it
@@ -1273,7 +1310,7 @@ impl Operator {
         }
         let attr = &self.streams[c.stream as usize].attr;
         for &k in c.attrs_of.of(bit) {
-            let (ListRef::Range(j), slot, _) = attr[k] else { unreachable!("attribute range lists only") };
+            let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
             let list = &self.ranges[j];
             let Some((t, served)) = pick(list) else { continue };
             let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
@@ -1641,6 +1678,41 @@ mod tests {
         }
     }
 
+    #[test]
+    fn per_bit_runs_survive_rewrites_shifts_and_compaction() {
+        let mut per = PerBit::default();
+        let mut expected: Vec<Vec<u32>> = vec![Vec::new(); 40];
+        let mut rng = Lcg(3);
+        // enough rewrites that the arena is compacted many times
+        for round in 0..2000 {
+            let bit = rng.below(40) as usize;
+            match round % 4 {
+                0 => {
+                    let ks: Vec<u32> = (0..rng.below(5)).map(|_| rng.below(30) as u32).collect();
+                    per.put(bit, &ks);
+                    expected[bit] = ks;
+                }
+                1 | 2 => {
+                    let k = rng.below(30) as u32;
+                    per.add(bit, k as usize);
+                    if !expected[bit].contains(&k) {
+                        expected[bit].push(k);
+                    }
+                }
+                _ => {
+                    let at = rng.below(30) as usize;
+                    per.shift_from(at);
+                    expected.iter_mut().flatten().filter(|k| **k as usize >= at).for_each(|k| *k += 1);
+                }
+            }
+            assert!(per.items.len() <= 2 * per.live + 64);
+        }
+        for (bit, ks) in expected.iter().enumerate() {
+            assert_eq!(per.of(bit), &ks[..], "bit {bit}");
+        }
+        assert_eq!(per.of(99), &[] as &[u32]);
+    }
+
     /// Every node's list sets hold exactly each query's list indices, and its join
     /// lists come before `split`, its window lists from it on.
     fn assert_list_sets_agree(op: &Operator) {
@@ -1648,7 +1720,7 @@ mod tests {
             assert!(node.checks[..node.split].iter().all(|c| !c.window));
             assert!(node.checks[node.split..].iter().all(|c| c.window));
             for bit in 0..op.next_bit {
-                let mut of: Vec<usize> = node.checks_of.of(bit).to_vec();
+                let mut of: Vec<usize> = node.checks_of.of(bit).iter().map(|&k| k as usize).collect();
                 of.sort();
                 let set: Vec<usize> = bits(node.check_sets.of(bit)).collect();
                 assert_eq!(set, of, "bit {bit}");
