@@ -91,11 +91,30 @@ fn count_lt<T: PartialOrd>(v: &[T], x: &T) -> usize {
 const FEW_QUERIES: u32 = 4;
 
 /// The bits set in `mask`, lowest first.
-pub fn bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    mask.iter().enumerate().flat_map(|(w, &word)| {
-        std::iter::successors((word != 0).then_some(word), |&x| Some(x & (x - 1)).filter(|&x| x != 0))
-            .map(move |x| w * 64 + x.trailing_zeros() as usize)
-    })
+pub fn bits(mask: &[u64]) -> Bits<'_> {
+    Bits { mask, w: 0, word: mask.first().copied().unwrap_or(0) }
+}
+
+/// `bits`' iterator: a word and what is left of it, where a flat map of successors
+/// over the words cost a partner's list phases a few percent at J n=1,000.
+pub struct Bits<'a> {
+    mask: &'a [u64],
+    w: usize,
+    word: u64,
+}
+
+impl Iterator for Bits<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while self.word == 0 {
+            self.w += 1;
+            self.word = *self.mask.get(self.w)?;
+        }
+        let bit = self.w * 64 + self.word.trailing_zeros() as usize;
+        self.word &= self.word - 1;
+        Some(bit)
+    }
 }
 
 /// The first p in 0..n for which `pred` holds (n if none), `pred` being false and
@@ -470,6 +489,14 @@ impl Exact for NoExact {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bits_are_listed_lowest_first_across_words() {
+        assert_eq!(bits(&[]).count(), 0);
+        assert_eq!(bits(&[0, 0]).count(), 0);
+        let mask = [1 << 63 | 0b101, 0, 0, 1, 1 << 63];
+        assert_eq!(bits(&mask).collect::<Vec<_>>(), vec![0, 2, 63, 192, 319]);
+    }
 
     fn range(lower: bool, factor: Option<Factor>, entries: &[(f64, i128, u64)]) -> RangeList {
         let mut list = RangeList::new(lower, factor);
