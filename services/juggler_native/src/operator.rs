@@ -1334,9 +1334,10 @@ impl Operator {
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
     /// to `sv`: one per slice of `q` (`slices`: each query alone, or State-Slice's
-    /// MAXWINDOW slices of many queries), with the slice's time range narrowed by the window lists all its queries use, and (with `joins`) the
-    /// ranges of every join and attribute list all its queries use (`own`: a query
-    /// and its ranges, known already for a slice of that query alone). A partner
+    /// MAXWINDOW slices of many queries), with the slice's time range narrowed by the
+    /// window lists all its queries use, and (with `joins`) the ranges of every join
+    /// and attribute list all its queries use (`own`: a query and its ranges, known
+    /// already for a slice of that query alone). A partner
     /// outside them is of use to none of the slice's queries; a slice with an empty
     /// time range gets no sieve.
     #[allow(clippy::too_many_arguments)]
