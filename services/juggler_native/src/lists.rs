@@ -253,9 +253,19 @@ impl RangeList {
     /// least as tight (the entry's and those above it in a lower list, below it in an
     /// upper one): whatever satisfies one of them satisfies the entry.
     pub fn tighter(&self, bit: usize) -> Option<(f64, &[u64])> {
-        let own = self.own(bit);
-        let p = *if self.lower { own.last() } else { own.first() }? as usize;
+        let p = self.tightest_at(bit)?;
         Some((self.tf[p], self.row(if self.lower { p } else { p + 1 })))
+    }
+
+    /// Query `bit`'s tightest threshold (tf, ti) in the list: what every event it
+    /// can use satisfies.
+    pub fn tightest(&self, bit: usize) -> Option<(f64, i128)> {
+        self.tightest_at(bit).map(|p| (self.tf[p], self.ti[p]))
+    }
+
+    fn tightest_at(&self, bit: usize) -> Option<usize> {
+        let own = self.own(bit);
+        if self.lower { own.last() } else { own.first() }.map(|&p| p as usize)
     }
 
     fn row(&self, p: usize) -> &[u64] {
@@ -542,6 +552,9 @@ mod tests {
         assert_eq!(upper.tighter(0).map(|(tf, m)| (tf, m[0])), Some((2.0, 0b0111)));
         assert_eq!(upper.tighter(3).map(|(tf, m)| (tf, m[0])), Some((3.0, 0b1111)));
         assert!(upper.tighter(4).is_none());
+        assert_eq!(twice.tightest(0), Some((4.0, 4)));
+        assert_eq!(upper.tightest(2), Some((2.0, 2)));
+        assert_eq!(upper.tightest(4), None);
     }
 
     #[test]

@@ -1274,14 +1274,17 @@ impl Operator {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
         let r = words(group);
+        let single = group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
         // its set, not its list of indices: one read where there were two
         for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
             let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
-            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((_, ti)) = loosest_of_all(list, group, &r) else { continue };
+            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti (a
+            // query alone: its own tightest)
+            let threshold = if single { list.tightest(bit) } else { loosest_of_all(list, group, &r) };
+            let Some((_, ti)) = threshold else { continue };
             let (os, oi) = partial[other.0];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1356,11 +1359,15 @@ impl Operator {
             // The lists all the slice's queries use are among any one query's.
             let mut bounds = sv.spare.pop().unwrap_or_default();
             bounds.clear();
-            let alone = |(bit, _): &(usize, &[Bound])| slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1
-                && first_bit(slice) == Some(*bit);
-            if let Some((_, ranges)) = own.filter(alone) {
+            let single = slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1;
+            let first = first_bit(slice);
+            if let Some((_, ranges)) = own.filter(|(bit, _)| single && first == Some(*bit)) {
                 bounds.extend_from_slice(ranges);
-            } else if joins && let Some(bit) = first_bit(slice) {
+            } else if joins && single && let Some(bit) = first {
+                // a query alone: its own (tightest) constants in each of its lists, as
+                // `cover` finds them for the query a probe is chosen for
+                self.partner_ranges(ks, c, partial, bit, |list| list.tighter(bit), |b, _, _| bounds.push(b));
+            } else if joins && let Some(bit) = first {
                 let r = words(slice);
                 let shared = |list: &'a RangeList| {
                     loosest_of_all(list, slice, &r).map(|(t, _)| (t, list.users()))
