@@ -373,8 +373,8 @@ const SLICES: usize = 4;
 /// MAXWINDOW, window constants and constants), where a MAXWINDOW slice's sieve holds
 /// the loosest constant among the slice's queries in each list: at J n=1,000 the
 /// partners per event fell from 227 to 66 and their list probes from 964 to 114 (62%
-/// of the partners had failed the join lists). Beyond it, MAXWINDOW slices: every
-/// entry a probe or a scan visits is checked against every sieve of its retrieval.
+/// of the partners had failed the join lists). Beyond it, and for a scan of a short
+/// time range, MAXWINDOW slices: every entry visited is checked against every sieve.
 const ALONE: usize = 64;
 
 /// Below this many events in the time range, scanning it beats sizing index probes.
@@ -1336,19 +1336,19 @@ impl Operator {
     }
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
-    /// to `sv`: one per slice of `q` (`slices`: each query alone, or State-Slice's
-    /// MAXWINDOW slices of many queries), with the slice's time range narrowed by the
-    /// window lists all its queries use, and (with `joins`) the ranges of every join
-    /// and attribute list all its queries use (`own`: a query and its ranges, known
-    /// already for a slice of that query alone). A partner
-    /// outside them is of use to none of the slice's queries; a slice with an empty
-    /// time range gets no sieve.
+    /// to `sv`: one per slice of `q` (`slices`: each query alone up to `alone`
+    /// queries, else State-Slice's MAXWINDOW slices), with the slice's time range
+    /// narrowed by the window lists all its queries use, and (with `joins`) the ranges
+    /// of every join and attribute list all its queries use (`own`: a query and its
+    /// ranges, known already for a slice of that query alone). A partner outside them
+    /// is of use to none of the slice's queries; a slice with an empty time range gets
+    /// no sieve.
     #[allow(clippy::too_many_arguments)]
     fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
               own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-              sv: &mut Sieves) {
+              alone: usize, sv: &mut Sieves) {
         let nw = self.nw;
-        self.slices(q, &mut sv.slices, &mut sv.widest);
+        self.slices(q, alone, &mut sv.slices, &mut sv.widest);
         for (k, &w) in sv.widest.iter().enumerate() {
             let slice = &sv.slices[k * nw..(k + 1) * nw];
             let w = w as i128;
@@ -1383,11 +1383,11 @@ impl Operator {
     /// widest window): up to `alone` queries, one slice per query; else by MAXWINDOW,
     /// narrowest first, one slice per window, adjacent windows merged into at most
     /// `SLICES` slices.
-    fn slices(&self, q: &[u64], slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
+    fn slices(&self, q: &[u64], alone: usize, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
         slices.clear();
         widest.clear();
         let r = words(q);
-        if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= self.alone {
+        if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= alone {
             for bit in bits(&q[r.clone()]).map(|b| r.start * 64 + b) {
                 slices.resize(slices.len() + q.len(), 0);
                 let at = slices.len() - q.len();
@@ -1438,7 +1438,7 @@ impl Operator {
                 and_not(rest, covered);
                 let first = sieves.list.len();
                 let own = Some((probe.own.0, &probes.bounds[probe.own.1.clone()]));
-                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, sieves);
+                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, self.alone, sieves);
                 if sieves.list.len() == first {
                     continue;
                 }
@@ -1454,7 +1454,11 @@ impl Operator {
             stats.scanned += 1;
             stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
             let first = sieves.list.len();
-            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, sieves);
+            // A short time range (no probes were sized for it): a sieve per query costs
+            // more to build than it saves (J-keys n=100, 10,000 keys: 177k against 265k
+            // events/s).
+            let alone = if in_window.len() >= PROBE_MIN { self.alone } else { 0 };
+            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, alone, sieves);
             let start = found.len();
             for i in in_window {
                 ks.stores[s].sift(i, &sieves.list[first..], found);
