@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
 
 from juggler.engine.events import EngineConfig, Event, LateEvent
@@ -73,3 +75,18 @@ def test_a_data_column_named_ts_is_refused_rather_than_taken_for_the_event_time(
 
     with pytest.raises(ValueError, match="reserved for the event time"):
         _engine().process(Event("B", "k", 5, {"x": 1, "ts": 99}, 0))
+
+
+def test_results_are_left_out_of_the_garbage_collector_and_stay_usable() -> None:
+    """Results (and Kafka position tuples) are untracked by the collector: they hold
+    no cycles, and twenty per event kept it busy. They must still read, compare and
+    be freed like any other object."""
+    engine = _engine()
+    topic_pos = ("topic", 3)
+    engine.process(Event("B", "k", 0, {"x": 1}, (*topic_pos, 7)))
+    [result] = engine.process(Event("H", "k", 10, {"y": 2}, (*topic_pos, 8)))
+    assert not gc.is_tracked(result)
+    assert not gc.is_tracked(result.sources) and not gc.is_tracked(result.sources["B"])
+    assert result.sources == {"B": ("topic", 3, 7), "H": ("topic", 3, 8)}
+    assert (result.query, result.key, result.ts, result.row) == ("q", "k", 10, {"B.x": 1, "H.y": 2})
+    assert sys.getrefcount(result) == 2  # the name and the call's argument: nothing leaks it

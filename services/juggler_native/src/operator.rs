@@ -67,27 +67,67 @@ struct Check {
     window: bool,
 }
 
-/// Indices per query bit, in a vector by bit: looked up for every query a retrieval
-/// plans or a partner is probed for, where a hash lookup was a tenth of planning.
+/// Indices per query bit, looked up for every query a retrieval plans or a partner
+/// is probed for (a hash lookup was a tenth of planning). Each bit's indices are a
+/// run in one arena, the runs of bits in order side by side: a vector per bit was
+/// two cache misses at n=1,000 (its header, then its own heap block), and a
+/// retrieval plans its queries in bit order. Indices change only at registration: a
+/// bit's new run is appended and its old one left, until left runs are most of the
+/// arena and it is compacted.
 #[derive(Clone, Debug, Default)]
-struct PerBit(Vec<Vec<usize>>);
+struct PerBit {
+    /// (start, length) in `items` per bit.
+    runs: Vec<(u32, u32)>,
+    items: Vec<u32>,
+    /// The length of all runs: `items` less what was left behind.
+    live: usize,
+}
 
 impl PerBit {
-    fn of(&self, bit: usize) -> &[usize] {
-        self.0.get(bit).map_or(&[], |v| v)
+    fn bits(&self) -> usize {
+        self.runs.len()
     }
 
-    fn of_mut(&mut self, bit: usize) -> &mut Vec<usize> {
-        if self.0.len() <= bit {
-            self.0.resize(bit + 1, Vec::new());
-        }
-        &mut self.0[bit]
+    fn of(&self, bit: usize) -> &[u32] {
+        self.runs.get(bit).map_or(&[], |&(a, n)| &self.items[a as usize..(a + n) as usize])
     }
 
-    fn clear(&mut self, bit: usize) {
-        if let Some(v) = self.0.get_mut(bit) {
-            *v = Vec::new();
+    /// Make query `bit`'s indices `ks`.
+    fn put(&mut self, bit: usize, ks: &[u32]) {
+        if self.runs.len() <= bit {
+            self.runs.resize(bit + 1, (0, 0));
         }
+        self.live = self.live - self.runs[bit].1 as usize + ks.len();
+        self.runs[bit] = (self.items.len() as u32, ks.len() as u32);
+        self.items.extend_from_slice(ks);
+        if self.items.len() > 2 * self.live + 64 {
+            self.compact();
+        }
+    }
+
+    /// Add index `k` to query `bit`'s, if not there.
+    fn add(&mut self, bit: usize, k: usize) {
+        let k = k as u32;
+        if !self.of(bit).contains(&k) {
+            let ks = [self.of(bit), &[k]].concat();
+            self.put(bit, &ks);
+        }
+    }
+
+    /// Every index from `at` on moves up one (an index was inserted at `at`).
+    fn shift_from(&mut self, at: usize) {
+        // the runs left behind too: they are never read
+        self.items.iter_mut().filter(|k| **k as usize >= at).for_each(|k| *k += 1);
+    }
+
+    fn compact(&mut self) {
+        let mut items = Vec::with_capacity(self.live);
+        for run in &mut self.runs {
+            let (a, n) = (run.0 as usize, run.1 as usize);
+            run.0 = items.len() as u32;
+            items.extend_from_slice(&self.items[a..a + n]);
+        }
+        self.items = items;
     }
 }
 
@@ -101,21 +141,21 @@ struct CheckSets {
 impl CheckSets {
     fn new(checks: usize, checks_of: &PerBit) -> Self {
         let mut sets = CheckSets { words: checks.div_ceil(64), sets: Vec::new() };
-        for (bit, ks) in checks_of.0.iter().enumerate() {
-            sets.put(bit, ks);
+        for bit in 0..checks_of.bits() {
+            sets.put(bit, checks_of.of(bit));
         }
         sets
     }
 
     /// Make query `bit`'s set `ks` (indices below `words * 64`).
-    fn put(&mut self, bit: usize, ks: &[usize]) {
+    fn put(&mut self, bit: usize, ks: &[u32]) {
         let words = self.words;
         if self.sets.len() < (bit + 1) * words {
             self.sets.resize((bit + 1) * words, 0);
         }
         let set = &mut self.sets[bit * words..(bit + 1) * words];
         set.iter_mut().for_each(|w| *w = 0);
-        ks.iter().for_each(|&k| set[k / 64] |= 1 << (k % 64));
+        ks.iter().for_each(|&k| set[k as usize / 64] |= 1 << (k % 64));
     }
 
     fn of(&self, bit: usize) -> &[u64] {
@@ -264,6 +304,8 @@ pub struct Operator {
     pub types: TypeManager,
     /// Buffers of each plan depth's expansion, reused from event to event.
     scratch: Vec<Scratch>,
+    /// `ALONE` (the tests also run with 0: MAXWINDOW slices only).
+    alone: usize,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -293,7 +335,7 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 fn loosest_of_all(list: &RangeList, group: &[u64], r: &Words) -> Option<(f64, i128)> {
     let users = list.users();
     let covers = users[r.clone()].iter().zip(&group[r.clone()]).all(|(u, g)| g & !u == 0);
-    covers.then(|| list.loosest(group, r)).flatten().map(|e| (e.tf, e.ti))
+    covers.then(|| list.loosest(group, r)).flatten()
 }
 
 /// For a join or window check at a node binding depth `depth`: whether the partner
@@ -322,9 +364,18 @@ fn join_range(list: &RangeList, partner_is_left: bool, ov: f64, o: f64) -> Optio
     Some(if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) })
 }
 
-/// A retrieval splits its queries into at most this many MAXWINDOW slices, each
-/// checked on every entry visited (the windows of J come from four values).
+/// A retrieval of more than `ALONE` queries splits them into at most this many
+/// MAXWINDOW slices, each checked on every entry visited (the windows of J come from
+/// four values).
 const SLICES: usize = 4;
+
+/// Up to this many queries, a retrieval gives each query a sieve of its own (its own
+/// MAXWINDOW, window constants and constants), where a MAXWINDOW slice's sieve holds
+/// the loosest constant among the slice's queries in each list: at J n=1,000 the
+/// partners per event fell from 227 to 66 and their list probes from 964 to 114 (62%
+/// of the partners had failed the join lists). Beyond it, and for a scan of a short
+/// time range, MAXWINDOW slices: every entry visited is checked against every sieve.
+const ALONE: usize = 64;
 
 /// Below this many events in the time range, scanning it beats sizing index probes.
 const PROBE_MIN: usize = 16;
@@ -416,7 +467,7 @@ fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
 
 impl Operator {
     pub fn new(retention: i64, lateness: i64) -> Self {
-        Operator { retention, lateness, horizon: retention, nw: 1, ..Default::default() }
+        Operator { retention, lateness, horizon: retention, nw: 1, alone: ALONE, ..Default::default() }
     }
 
     fn stream_mut(&mut self, s: u32) -> &mut StreamInfo {
@@ -494,8 +545,8 @@ impl Operator {
         for node in &mut self.nodes {
             set(&mut node.mask, bit, false);
             set(&mut node.ends, bit, false);
-            node.checks_of.clear(bit);
-            node.attrs_of.clear(bit);
+            node.checks_of.put(bit, &[]);
+            node.attrs_of.put(bit, &[]);
             node.check_sets.put(bit, &[]);
         }
         for (_, mask) in &mut self.windows {
@@ -647,22 +698,19 @@ impl Operator {
                             // join lists before window lists (see `Node::split`)
                             let at = n.checks.partition_point(|c| !c.window || check.window);
                             n.checks.insert(at, check);
-                            n.checks_of.0.iter_mut().flatten().filter(|k| **k >= at).for_each(|k| *k += 1);
+                            n.checks_of.shift_from(at);
                             moved = true;
                             at
                         });
-                        let mine = n.checks_of.of_mut(bit);
-                        if !mine.contains(&at) {
-                            mine.push(at);
-                        }
+                        n.checks_of.add(bit, at);
                     }
                 }
                 let attrs = self.streams.get(path[depth] as usize).map_or_else(Vec::new, |info| {
                     let mine = |list: &ListRef| lists.iter().any(|(l, _)| l == list);
-                    (0..info.attr.len()).filter(|&k| matches!(info.attr[k], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
+                    (0..info.attr.len() as u32).filter(|&k| matches!(info.attr[k as usize], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
                 });
                 let n = &mut self.nodes[node];
-                *n.attrs_of.of_mut(bit) = attrs;
+                n.attrs_of.put(bit, &attrs);
                 if moved {
                     n.check_sets = CheckSets::new(n.checks.len(), &n.checks_of);
                     n.split = n.checks.partition_point(|c| !c.window);
@@ -1226,14 +1274,17 @@ impl Operator {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
         let r = words(group);
+        let single = group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
         // its set, not its list of indices: one read where there were two
         for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
             let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
-            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti
-            let Some((_, ti)) = loosest_of_all(list, group, &r) else { continue };
+            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti (a
+            // query alone: its own tightest)
+            let threshold = if single { list.tightest(bit) } else { loosest_of_all(list, group, &r) };
+            let Some((_, ti)) = threshold else { continue };
             let (os, oi) = partial[other.0];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1257,7 +1308,7 @@ impl Operator {
                           pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
                           mut each: impl FnMut(Bound, &'a [u64], Phase)) {
         for &k in c.checks_of.of(bit) {
-            let check = &c.checks[k];
+            let check = &c.checks[k as usize];
             let ListRef::Range(j) = check.list else { continue };
             let list = &self.ranges[j];
             // a window predicate: the time range already holds it
@@ -1273,7 +1324,7 @@ impl Operator {
         }
         let attr = &self.streams[c.stream as usize].attr;
         for &k in c.attrs_of.of(bit) {
-            let (ListRef::Range(j), slot, _) = attr[k] else { unreachable!("attribute range lists only") };
+            let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
             let list = &self.ranges[j];
             let Some((t, served)) = pick(list) else { continue };
             let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
@@ -1285,18 +1336,19 @@ impl Operator {
     }
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
-    /// to `sv`: one per MAXWINDOW slice of `q` (State-Slice), with the slice's time
-    /// range narrowed by the window lists all its queries use, and (with `joins`) the
-    /// ranges of every join and attribute list all its queries use (`own`: a query
-    /// and its ranges, known already for a slice of that query alone). A partner
-    /// outside them is of use to none of the slice's queries; a slice with an empty
-    /// time range gets no sieve.
+    /// to `sv`: one per slice of `q` (`slices`: each query alone up to `alone`
+    /// queries, else State-Slice's MAXWINDOW slices), with the slice's time range
+    /// narrowed by the window lists all its queries use, and (with `joins`) the ranges
+    /// of every join and attribute list all its queries use (`own`: a query and its
+    /// ranges, known already for a slice of that query alone). A partner outside them
+    /// is of use to none of the slice's queries; a slice with an empty time range gets
+    /// no sieve.
     #[allow(clippy::too_many_arguments)]
     fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
               own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-              sv: &mut Sieves) {
+              alone: usize, sv: &mut Sieves) {
         let nw = self.nw;
-        self.slices(q, &mut sv.slices, &mut sv.widest);
+        self.slices(q, alone, &mut sv.slices, &mut sv.widest);
         for (k, &w) in sv.widest.iter().enumerate() {
             let slice = &sv.slices[k * nw..(k + 1) * nw];
             let w = w as i128;
@@ -1307,11 +1359,15 @@ impl Operator {
             // The lists all the slice's queries use are among any one query's.
             let mut bounds = sv.spare.pop().unwrap_or_default();
             bounds.clear();
-            let alone = |(bit, _): &(usize, &[Bound])| slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1
-                && first_bit(slice) == Some(*bit);
-            if let Some((_, ranges)) = own.filter(alone) {
+            let single = slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1;
+            let first = first_bit(slice);
+            if let Some((_, ranges)) = own.filter(|(bit, _)| single && first == Some(*bit)) {
                 bounds.extend_from_slice(ranges);
-            } else if joins && let Some(bit) = first_bit(slice) {
+            } else if joins && single && let Some(bit) = first {
+                // a query alone: its own (tightest) constants in each of its lists, as
+                // `cover` finds them for the query a probe is chosen for
+                self.partner_ranges(ks, c, partial, bit, |list| list.tighter(bit), |b, _, _| bounds.push(b));
+            } else if joins && let Some(bit) = first {
                 let r = words(slice);
                 let shared = |list: &'a RangeList| {
                     loosest_of_all(list, slice, &r).map(|(t, _)| (t, list.users()))
@@ -1323,13 +1379,24 @@ impl Operator {
         }
     }
 
-    /// `q` split by MAXWINDOW, narrowest first, into `slices` (the queries, `nw`
-    /// words each) and `widest` (their widest window): one slice per window, adjacent
-    /// windows merged into at most `SLICES` slices.
-    fn slices(&self, q: &[u64], slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
+    /// `q` split into `slices` (the queries, `nw` words each) and `widest` (their
+    /// widest window): up to `alone` queries, one slice per query; else by MAXWINDOW,
+    /// narrowest first, one slice per window, adjacent windows merged into at most
+    /// `SLICES` slices.
+    fn slices(&self, q: &[u64], alone: usize, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
         slices.clear();
         widest.clear();
         let r = words(q);
+        if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= alone {
+            for bit in bits(&q[r.clone()]).map(|b| r.start * 64 + b) {
+                slices.resize(slices.len() + q.len(), 0);
+                let at = slices.len() - q.len();
+                slices[at + bit / 64] |= 1 << (bit % 64);
+                let (w, _) = self.windows.iter().find(|(_, m)| m[bit / 64] & (1 << (bit % 64)) != 0).expect("a registered query");
+                widest.push(*w);
+            }
+            return;
+        }
         let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
         let per_slice = present().count().div_ceil(SLICES).max(1);
         for (k, (w, m)) in present().enumerate() {
@@ -1371,7 +1438,7 @@ impl Operator {
                 and_not(rest, covered);
                 let first = sieves.list.len();
                 let own = Some((probe.own.0, &probes.bounds[probe.own.1.clone()]));
-                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, sieves);
+                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, self.alone, sieves);
                 if sieves.list.len() == first {
                     continue;
                 }
@@ -1387,7 +1454,11 @@ impl Operator {
             stats.scanned += 1;
             stats.comparisons[Phase::W as usize] += 1 + in_window.len() as u64;
             let first = sieves.list.len();
-            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, sieves);
+            // A short time range (no probes were sized for it): a sieve per query costs
+            // more to build than it saves (J-keys n=100, 10,000 keys: 177k against 265k
+            // events/s).
+            let alone = if in_window.len() >= PROBE_MIN { self.alone } else { 0 };
+            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, alone, sieves);
             let start = found.len();
             for i in in_window {
                 ks.stores[s].sift(i, &sieves.list[first..], found);
@@ -1431,7 +1502,7 @@ impl Operator {
         let mut ranges = Vec::new();
         while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
-            let own = |list: &'a RangeList| list.tighter(bit).map(|(e, tighter)| (e.tf, tighter));
+            let own = |list: &'a RangeList| list.tighter(bit);
             self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
             let mut best = None;
             for &(Bound { slot, lo, hi }, served, phase) in &ranges {
@@ -1607,8 +1678,11 @@ mod tests {
         }
         expected.sort();
         assert!(expected.len() > 100, "a test with results: {}", expected.len());
-        for order in [STATIC_ORDERS[0], STATIC_ORDERS[2], STATIC_ORDERS[5]] {
+        // each query's own sieve, and MAXWINDOW slices only
+        for (order, alone) in [(STATIC_ORDERS[0], ALONE), (STATIC_ORDERS[2], ALONE), (STATIC_ORDERS[5], ALONE),
+                               (STATIC_ORDERS[0], 0), (STATIC_ORDERS[5], 0)] {
             let mut op = Operator::new(0, 0);
+            op.alone = alone;
             op.types = TypeManager::new(Some(order), 128);
             for s in 0..3 {
                 op.widen(s, 3);
@@ -1637,8 +1711,43 @@ mod tests {
                 assert_eq!(op.seq, seq + 1);
             }
             got.sort();
-            assert_eq!(got, expected, "order {order:?}");
+            assert_eq!(got, expected, "order {order:?} alone {alone}");
         }
+    }
+
+    #[test]
+    fn per_bit_runs_survive_rewrites_shifts_and_compaction() {
+        let mut per = PerBit::default();
+        let mut expected: Vec<Vec<u32>> = vec![Vec::new(); 40];
+        let mut rng = Lcg(3);
+        // enough rewrites that the arena is compacted many times
+        for round in 0..2000 {
+            let bit = rng.below(40) as usize;
+            match round % 4 {
+                0 => {
+                    let ks: Vec<u32> = (0..rng.below(5)).map(|_| rng.below(30) as u32).collect();
+                    per.put(bit, &ks);
+                    expected[bit] = ks;
+                }
+                1 | 2 => {
+                    let k = rng.below(30) as u32;
+                    per.add(bit, k as usize);
+                    if !expected[bit].contains(&k) {
+                        expected[bit].push(k);
+                    }
+                }
+                _ => {
+                    let at = rng.below(30) as usize;
+                    per.shift_from(at);
+                    expected.iter_mut().flatten().filter(|k| **k as usize >= at).for_each(|k| *k += 1);
+                }
+            }
+            assert!(per.items.len() <= 2 * per.live + 64);
+        }
+        for (bit, ks) in expected.iter().enumerate() {
+            assert_eq!(per.of(bit), &ks[..], "bit {bit}");
+        }
+        assert_eq!(per.of(99), &[] as &[u32]);
     }
 
     /// Every node's list sets hold exactly each query's list indices, and its join
@@ -1648,7 +1757,7 @@ mod tests {
             assert!(node.checks[..node.split].iter().all(|c| !c.window));
             assert!(node.checks[node.split..].iter().all(|c| c.window));
             for bit in 0..op.next_bit {
-                let mut of: Vec<usize> = node.checks_of.of(bit).to_vec();
+                let mut of: Vec<usize> = node.checks_of.of(bit).iter().map(|&k| k as usize).collect();
                 of.sort();
                 let set: Vec<usize> = bits(node.check_sets.of(bit)).collect();
                 assert_eq!(set, of, "bit {bit}");
