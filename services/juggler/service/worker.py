@@ -276,6 +276,7 @@ class JugglerWorker:
             self.transactions.wait()  # restore reads the state topic up to its end
             t0 = time.monotonic()
             restore.assigned(self, fresh, control)
+            _freeze_heap()
             if fresh:
                 log.info("restored partitions %s in %.1fs: %d queries, %d events held",
                          sorted(t.partition for t in fresh), time.monotonic() - t0,
@@ -499,6 +500,20 @@ class JugglerWorker:
                              "pending_commands": len(task.order.barriers)}
         return {"partitions": parts, "restoring": sorted(set(self.tasks) - {int(p) for p in parts}),
                 "control": self.control is not None}
+
+
+def _freeze_heap() -> None:
+    """Collect once, then move every object alive now (modules, codecs, compiled
+    queries, restored state) out of the cyclic collector's reach (`gc.freeze`). Without
+    it each full collection walked all of them on the main thread: 36-93 ms pauses in
+    the middle of a round, twice in 15 s of workload K at 1,400 events/s, every record
+    of the round waiting. Objects made later are collected as before. Done after each
+    restore, after an `unfreeze`, so what a rebalance dropped is still collected."""
+    import gc
+
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 def _version() -> str:
