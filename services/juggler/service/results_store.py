@@ -187,6 +187,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     wanted: set[str] = set()
     read: set[str] = set()
     assigned: list[Any] = []
+    written: dict[TP, int] = {}
     try:
         while not stop.is_set() and (parent is None or parent.is_alive()):
             wanted |= _drain(follow)
@@ -198,8 +199,11 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
                     rows.append(row)
             positions = consumer.position([TopicPartition(t.topic, t.partition)
                                            for t in assigned]) if assigned else []
-            _append(conn, rows, {(tp.topic, tp.partition): tp.offset
-                                 for tp in positions if tp.offset >= 0})
+            moved = {(tp.topic, tp.partition): tp.offset for tp in positions
+                     if tp.offset >= 0 and written.get((tp.topic, tp.partition)) != tp.offset}
+            if rows or moved:  # an idle index writes nothing five times a second
+                _append(conn, rows, moved)
+                written.update(moved)
     except Exception:  # the index is a cache: a failure must not stop the worker
         log.exception("the results index stopped; /queries/<id>/results serves what "
                       "it indexed so far")
