@@ -211,7 +211,9 @@ def test_a_selection_backlog_leaves_one_held_event_in_the_state_topic(kafka_boot
         worker.start()
         client.wait_consumed(app_id, [client.names.stream("B")])
         events = [m for m in client.read(client.names.state) if m.key().startswith(b"e/")]
-        assert 1 <= len(events) <= 20, len(events)  # a record per round at most, not 1,000
+        # a reference per round and the tombstone of the round before's at most (1,999
+        # before: one of each per event); rounds depend on the fetches, hence the margin
+        assert 1 <= len(events) <= 100, len(events)
         last = sent[-1].position
         assert events[-1].key() == f"e/{last[0]}/{last[2]}".encode() and events[-1].value() == b""
         worker.stop()
