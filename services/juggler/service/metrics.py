@@ -9,8 +9,10 @@ partition engines at scrape time and aggregated over them, and so is the consume
 
 from __future__ import annotations
 
-from collections import Counter as Tally
+import bisect
+import threading
 import time
+from collections import Counter as Tally
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,7 +22,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                   HistogramMetricFamily)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from juggler.engine.orders import STATIC_ORDERS, TYPES
@@ -48,10 +51,11 @@ class WorkerMetrics:
                                    ["stream"], registry=r)
         self.commands = Counter("juggler_commands", "Control commands, by action and status",
                                 ["action", "status"], registry=r)
-        self.latency = Histogram("juggler_processing_latency_seconds",
-                                 "From the Kafka timestamp of a result's last event to the "
-                                 "commit of the transaction that published the result",
-                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = _CountedHistogram(
+            "juggler_processing_latency_seconds",
+            "From the Kafka timestamp of a result's last event to the commit of the "
+            "transaction that published the result", LATENCY_BUCKETS)
+        r.register(self.latency)
         self.restore_missing = Counter(
             "juggler_restore_missing_events",
             "Held events restored without their input record, gone from its stream topic "
@@ -84,14 +88,43 @@ class WorkerMetrics:
         now = time.time()
         for timestamp, n in counts.produced_at:
             if timestamp > 0:
-                for _ in range(n):
-                    self.latency.observe(max(0.0, now - timestamp / 1000.0))
+                self.latency.observe(max(0.0, now - timestamp / 1000.0), n)
 
     def expose(self) -> bytes:
         for task in self.worker.restored_tasks():
             for query in task.texts:  # from its registration on, like the streams' counters
                 self.results_out.labels(query)
         return generate_latest(self.registry)
+
+
+class _CountedHistogram:
+    """A histogram that takes an observation `count` times in one call: every result of
+    an event has the same latency, and prometheus-client's `Histogram.observe` once per
+    result was 7.5% of the worker's main thread on workload K (issue 13)."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)
+        """Per bucket (the last is +Inf), not cumulative."""
+        self.sum = 0.0
+        self.lock = threading.Lock()
+        """The loop thread observes while the HTTP thread scrapes."""
+
+    def observe(self, value: float, count: int = 1) -> None:
+        with self.lock:
+            self.counts[bisect.bisect_left(self.bounds, value)] += count
+            self.sum += value * count
+
+    def collect(self) -> Iterable[HistogramMetricFamily]:
+        with self.lock:
+            counts, total = list(self.counts), self.sum
+        cumulative, buckets = 0, []
+        for bound, n in zip([*map(str, self.bounds), "+Inf"], counts):
+            cumulative += n
+            buckets.append((bound, cumulative))
+        yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets,
+                                    sum_value=total)
 
 
 class _EngineCollector:
