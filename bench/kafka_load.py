@@ -9,7 +9,8 @@ topics, and measures in the same run:
   into an engine event with the worker's codec (median of the repeats);
 - the bare engine on the same events, in this process (what evaluation alone costs);
 - one worker (`juggler worker`, a child process) with the 100 queries registered:
-  events/s from the first event produced to its group's commit covering the last one;
+  events/s on a backlog produced beforehand (one transaction, so it becomes readable
+  at once; `_produce`), from its commit to the group's commit covering the last event;
 - produce-to-result latency: events produced at half the worker's rate for a while,
   each result timed from the produce call of its newest source event to its arrival,
   read_committed, at a client; then a sweep of producer rates (fractions of the
@@ -150,8 +151,9 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
 
 def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
                   events: list[Any], count: int) -> dict[str, Any]:
-    """`count` workers in one group on fresh topics: events/s from the first event
-    produced to the group's commit covering the last one, and the results published."""
+    """`count` workers in one group on fresh topics: events/s on a backlog made
+    readable at once (`_produce`), to the group's commit covering the last event, and
+    the results published."""
     from contextlib import ExitStack
 
     from juggler.service.process import WorkerProcess
