@@ -1,6 +1,6 @@
 """Workload K: the worker through a real broker (BENCHMARKS.md, "K: through Kafka").
 
-    python -m bench.kafka_load [--events 4000] [--repeats 3] [--latency-seconds 20] [--out docs/benchmarks.md]
+    python -m bench.kafka_load [--events 100000] [--repeats 3] [--latency-seconds 20] [--out docs/benchmarks.md]
 
 Starts a fresh local broker, produces workload J (n = 100, 50% overlap) to the stream
 topics, and measures in the same run:
@@ -11,11 +11,11 @@ topics, and measures in the same run:
 - one worker (`juggler worker`, a child process) with the 100 queries registered:
   events/s on a backlog produced beforehand (one transaction, so it becomes readable
   at once; `_produce`), from its commit to the group's commit covering the last event;
-- produce-to-result latency: events produced at half the worker's rate for a while,
-  each result timed from the produce call of its newest source event to its arrival,
-  read_committed, at a client; then a sweep of producer rates (fractions of the
-  worker's rate), each with the rate the worker kept up and p50/p99, plotted to
-  `docs/k_rates.png`;
+- produce-to-result latency: a sweep of producer rates (fractions of the worker's
+  backlog rate), each with the rate the worker kept up and p50/p99, plotted to
+  `docs/k_rates.png`; then events produced at half the sustainable rate (the largest
+  swept rate kept up with) for a while, each result timed from the produce call of its
+  newest source event to its arrival, read_committed, at a client;
 - scale-out: 1, 2 and 4 workers in one consumer group on the same events (the topics
   have 4 partitions, so 4 workers get one each), events/s per worker count, and
   whether every count published exactly the one worker's results.
@@ -46,8 +46,13 @@ APP_ID = "juggler-bench-k"
 PARTITIONS = 4
 """As many as the largest group below: a fifth worker would have nothing to do."""
 WORKERS = (1, 2, 4)
-SWEEP = (0.25, 0.5, 0.75, 1.0, 1.25)
-"""Producer rates of the sweep, as fractions of one worker's measured rate."""
+SWEEP = (0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
+"""Producer rates of the sweep, as fractions of one worker's rate on a backlog: live, a
+worker takes fewer records per round (each round asks the broker for a clearance and
+commits a transaction), so it keeps up with less than its backlog rate."""
+KEPT_UP = 0.9
+"""A producer rate is sustainable if the worker processed at least this fraction of it
+over the sweep's run (the rest: the last records' idle wait, DESIGN 4a, and noise)."""
 PLOT = "k_rates.png"
 """The sweep's plot, written beside the report."""
 LATENESS_MS = 0
@@ -64,8 +69,10 @@ FLOOR_RATE = 100.0
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kafka_load",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=4000,
-                        help="events of workload J in the throughput runs")
+    parser.add_argument("--events", type=int, default=100_000,
+                        help="events of workload J in the throughput runs: a backlog "
+                             "long enough that the fixed waits of its first and last "
+                             "records (DESIGN 4a's idle wait, 0.5 s each) weigh little")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-seconds", type=float, default=20.0)
     parser.add_argument("--sweep-seconds", type=float, default=10.0,
@@ -119,14 +126,14 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
             engines.append(bare_engine(queries, events))
             log(f"  repeat {repeat + 1}: bare engine {engines[-1]:,.0f} ev/s")
             if repeat == args.repeats - 1:
-                rate = statistics.median(workers) / 2
-                latency = measure_latency(bootstrap, f"r{repeat}.", later, queries, rate,
-                                          args.latency_seconds)
-                latency["late"] = _metric(worker, "juggler_late_events_total") - late
                 sweep = [measure_latency(bootstrap, f"r{repeat}.", later, queries,
                                          f * statistics.median(workers), args.sweep_seconds,
                                          committed=f"{APP_ID}-{repeat}")
                          for f in SWEEP] if args.sweep_seconds > 0 else []
+                rate = sustainable(sweep, statistics.median(workers)) / 2
+                latency = measure_latency(bootstrap, f"r{repeat}.", later, queries, rate,
+                                          args.latency_seconds)
+                latency["late"] = _metric(worker, "juggler_late_events_total") - late
     floor = WorkerProcess({"bootstrap": bootstrap, "app_id": f"{APP_ID}-floor",
                            "web_port": _free_port(), "web_host": "127.0.0.1",
                            "loglevel": "warning",
@@ -147,6 +154,15 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
             "worker": statistics.median(workers), "latency": latency, "late": max(lates),
             "sweep": sweep, "groups": groups,
             "raw": {"ceiling": ceilings, "engine": engines, "worker": workers}}
+
+
+def sustainable(sweep: list[dict[str, Any]], backlog_rate: float) -> float:
+    """The largest swept producer rate the worker kept up with: where the issue's "half
+    the sustainable rate" is measured from. Without a sweep, the backlog rate."""
+    kept = [r["rate"] for r in sweep if r["kept"] >= KEPT_UP * r["rate"]]
+    if not sweep:
+        return backlog_rate
+    return max(kept, default=sweep[0]["rate"])
 
 
 def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
@@ -270,11 +286,12 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
                     seconds: float, committed: str | None = None) -> dict[str, Any]:
     """Produce at `rate` events/s for `seconds`; time each result from the produce call
     of its newest source event to its arrival at a read_committed client. With
-    `committed` (the worker's group): also the rate the worker kept up, the events over
-    the time from the first produce to the group's commit covering the last one."""
+    `committed` (the worker's group): also the rate the worker kept up, the events its
+    group had committed when the producer finished over the time the producer ran."""
     from confluent_kafka import Consumer, TopicPartition
 
     from juggler.codec.avro import Codec
+    from juggler.kafka.group_progress import GroupProgress
     from juggler.kafka.producer import EventProducer
 
     codec = Codec()
@@ -330,8 +347,13 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     producer.flush()
     kept = None
     if committed is not None:
+        # what the worker processed while the producer ran: timing to the commit of the
+        # last event instead counted the last records' idle wait (DESIGN 4a), up to a
+        # second, against the worker's rate
+        produced = time.perf_counter() - t0
+        with GroupProgress(bootstrap, committed) as progress:
+            kept = (count - progress.behind(producer.last_offsets)) / produced
         _wait_committed(bootstrap, committed, producer.last_offsets)
-        kept = count / (time.perf_counter() - t0)
     time.sleep(5.0)  # results of the last events
     stop.set()
     reader.join(5)
@@ -400,7 +422,8 @@ def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
     if lat:
         lines += [
             f"Latency from produce to result at a read_committed client, producing at half "
-            f"the worker's rate ({lat['rate']:,.0f} events/s) for {args.latency_seconds:g} s "
+            f"the sustainable rate (the sweep's largest rate kept up with, at least "
+            f"{KEPT_UP:g} of it: {lat['rate']:,.0f} events/s) for {args.latency_seconds:g} s "
             f"({lat['events']:,} events, {lat['results']:,} results timed, "
             f"{lat.get('late', 0):.0f} late events): **p50 {lat['p50'] * 1000:,.0f} ms, "
             f"p99 {lat['p99'] * 1000:,.0f} ms**. Goal p99 < 100 ms: "
@@ -420,7 +443,7 @@ def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
             f"Producer-rate sweep ({args.sweep_seconds:g} s per rate, one worker; "
             f"![plot]({PLOT})):",
             "",
-            "| producer events/s | fraction of the worker's rate | worker kept events/s "
+            "| producer events/s | fraction of the worker's backlog rate | worker kept events/s "
             "| p50 ms | p99 ms |",
             "|---|---|---|---|---|",
         ]
