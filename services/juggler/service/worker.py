@@ -40,6 +40,10 @@ COMPILED_CACHE = 50_000
 """Compiled queries kept per worker (oldest dropped first)."""
 REFRESH_EVERY = 0.005
 """Seconds between two questions for the same partition's log end."""
+ANSWER_POLL = 0.001
+"""The poll's timeout while a clearance is under way: nothing wakes the consumer's poll
+when the answer arrives, and the records waiting for it should not wait for the next
+fetch too."""
 
 
 class JugglerWorker:
@@ -91,6 +95,9 @@ class JugglerWorker:
         while this worker owns the control partition, from when it asked until it
         commits there again."""
         self._epoch = 0
+        self._generation = 0
+        """Counts assignments and revocations: a clearance answer asked before one is
+        dropped (`_take_answer`)."""
         self._paused: set[tuple[str, int]] = set()
         self.stream_of_topic = {self.names.stream(s): s for s in self.streams}
 
@@ -183,12 +190,14 @@ class JugglerWorker:
     def _loop(self) -> None:
         from confluent_kafka import Consumer
 
+        from juggler.service.clearance import ClearanceAsker
         from juggler.service.transactions import Transactions
 
         settings = self.settings
         instance = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.transactions = Transactions(self.client_config, f"{settings.app_id}-{instance}",
                                          self.max_record_bytes)
+        self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0))
         consumer = self.consumer = Consumer({
             **self.client_config,
             "group.id": settings.app_id,
@@ -213,7 +222,7 @@ class JugglerWorker:
                 self._epoch += 1
                 if messages:
                     self.metrics.batches.observe(len(messages))
-                else:
+                elif not self.clearance.busy:
                     # idle: nothing to overlap, so let the transaction in flight finish
                     # and its round's counts reach the metrics now, not a round later
                     self.transactions.wait()
@@ -222,6 +231,7 @@ class JugglerWorker:
                     self._route(messages)
                     timeout = self._round()
         finally:
+            self.clearance.close()
             try:
                 self.transactions.close()
             finally:
@@ -241,6 +251,7 @@ class JugglerWorker:
         from juggler.service.task import PartitionTask
 
         with self.lock:
+            self._generation += 1
             for tp in partitions:
                 if tp.topic == self.names.control:
                     self.control = ControlTask(self)
@@ -256,6 +267,7 @@ class JugglerWorker:
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         self.transactions.wait()  # a revoked task keeps the offsets committed for it
         with self.lock:
+            self._generation += 1
             for tp in partitions:
                 if tp.topic == self.names.control:
                     self.control = None
@@ -356,9 +368,8 @@ class JugglerWorker:
         self._flow_control()
         if busy:
             return 0.0
-        if until is not None:
-            return max(0.0, min(0.1, until - time.monotonic()))
-        return 0.1
+        timeout = 0.1 if until is None else max(0.0, min(0.1, until - time.monotonic()))
+        return min(timeout, ANSWER_POLL) if self.clearance.busy else timeout
 
     def _commit(self, outbox: Any, counts: Any, group: Any) -> None:
         """Submit the round's transaction; it commits while the next round runs.
@@ -395,13 +406,15 @@ class JugglerWorker:
         control offset reached it), and each task has fetched its fanout partition up to
         where it ended after that.
 
-        One broker request per clearance when this worker owns the control partition
+        A question is one broker request when this worker owns the control partition
         and committed nothing there since it last asked (only it commits there) and
-        that answer passed, two otherwise, and none for a task whose buffered records were all fetched before a
-        clearance already asked for:
+        that answer passed, two otherwise; none is asked for a task whose buffered
+        records were all fetched before a clearance already asked for. They run in the
+        background (`clearance.ClearanceAsker`, one question at a time); this round
+        takes an answer that arrived and asks the next question:
 
         1. the committed control offset C (as a stable offset: no transaction of the
-           group pending on it, so its markers are written), known or asked now (M0);
+           group pending on it, so its markers are written), known or asked (M0);
         2. in one request (moment M1, after M0): the control log end E, the fanout log
            end F of each waiting task, and the log end of the waiting tasks' empty
            stream partitions (what an idle partition needs before a record may go past
@@ -409,12 +422,30 @@ class JugglerWorker:
 
         If C >= E, every command in the control log at M1 was decided and its fanout
         copies committed by M0. A command whose barrier could lie at or below a record
-        fetched before M0 was accepted before that record was appended, so it is in
-        the control log at M1 and its copies are below F: a task that has fetched its
-        fanout partition up to F has seen it. A command accepted after M0 has a
-        barrier above every record fetched before. Timing only decides how soon."""
-        from juggler.kafka.offsets import group_offsets, log_ends
+        fetched before the question was asked (before M0) was accepted before that
+        record was appended, so it is in the control log at M1 and its copies are below
+        F: a task that has fetched its fanout partition up to F has seen it. A command
+        accepted after M0 has a barrier above every record fetched before. A known C
+        may be older than M0 (learnt by an earlier answer): it is a committed offset
+        still, and any command appended after it makes E > C. Timing only decides how
+        soon."""
+        answer = self.clearance.answer()
+        if answer is not None:
+            self._take_answer(answer)
+        if not self.clearance.busy:
+            waiting = self._waiting_for_clearance()
+            if waiting:
+                self.clearance.ask(self._question(waiting))
+        for p, pending in self._clearances.items():
+            order = self.tasks[p].order
+            position = order.barrier_position or 0
+            done = [epoch for epoch, fanout_end in pending if position >= fanout_end]
+            if done:
+                order.cleared_epoch = max(order.cleared_epoch, *done)
+                pending[:] = [c for c in pending if c[0] > order.cleared_epoch]
 
+    def _waiting_for_clearance(self) -> list[int]:
+        """The tasks holding records fetched after every clearance asked for them."""
         waiting = []
         for p, t in self.tasks.items():
             order = t.order
@@ -424,35 +455,37 @@ class JugglerWorker:
             asked = max((e for e, _ in self._clearances.get(p, ())), default=-1)
             if order.newest_epoch > asked:
                 waiting.append(p)
-        if waiting:
-            epoch = self._epoch
-            control = (self.names.control, 0)
-            if self.control is not None and self._control_known:
-                committed = self._control_committed
-            else:
-                committed = group_offsets(self.admin, self.settings.app_id, [control])[control]
-                if self.control is not None:  # only this worker commits there now
-                    self._control_committed, self._control_known = committed, True
-            fanout = {p: (self.names.fanout, p) for p in waiting}
-            idle = {(self.names.stream(inp.stream), p): inp for p in waiting
-                    for inp in self.tasks[p].order.inputs.values() if not inp.buffer}
-            asked_at = time.monotonic()
-            ends = log_ends(self.admin, [control, *fanout.values(), *idle])
-            for tp, inp in idle.items():
-                inp.end, inp.end_at, inp.end_epoch = ends[tp], asked_at, epoch
-            end = ends[control]
-            if end == 0 or (committed is not None and committed >= end):
-                for p in waiting:
-                    self._clearances.setdefault(p, []).append((epoch, ends[fanout[p]]))
-            else:  # commands under way: ask the group again next time, never trust an
-                self._control_known = False  # answer that has not cleared anything
-        for p, pending in self._clearances.items():
-            order = self.tasks[p].order
-            position = order.barrier_position or 0
-            done = [epoch for epoch, fanout_end in pending if position >= fanout_end]
-            if done:
-                order.cleared_epoch = max(order.cleared_epoch, *done)
-                pending[:] = [c for c in pending if c[0] > order.cleared_epoch]
+        return waiting
+
+    def _question(self, waiting: list[int]) -> Any:
+        from juggler.service.clearance import Question
+
+        known = self.control is not None and self._control_known
+        fanout = [(self.names.fanout, p) for p in waiting]
+        idle = [(self.names.stream(inp.stream), p) for p in waiting
+                for inp in self.tasks[p].order.inputs.values() if not inp.buffer]
+        return Question(self._epoch, self._generation, tuple(waiting),
+                        self._control_committed if known else None, not known,
+                        (self.clearance.control, *fanout, *idle))
+
+    def _take_answer(self, answer: Any) -> None:
+        q = answer.question
+        if q.generation != self._generation:
+            return  # a rebalance since: ask again for the tasks there are now
+        if q.ask_group and self.control is not None:  # only this worker commits there now
+            self._control_committed, self._control_known = answer.committed, True
+        for topic, p in q.ends[1 + len(q.waiting):]:  # the idle stream partitions
+            inp = self.tasks[p].order.inputs[self.stream_of_topic[topic]]
+            if answer.asked_at > inp.end_at:  # not over a later `_refresh_ends`
+                inp.end, inp.end_at = answer.ends[(topic, p)], answer.asked_at
+                inp.end_epoch = q.epoch
+        end = answer.ends[self.clearance.control]
+        if end == 0 or (answer.committed is not None and answer.committed >= end):
+            for p in q.waiting:
+                self._clearances.setdefault(p, []).append(
+                    (q.epoch, answer.ends[(self.names.fanout, p)]))
+        else:  # commands under way: ask the group again next time, never trust an
+            self._control_known = False  # answer that has not cleared anything
 
     def _refresh_ends(self, refresh: list[tuple[Any, Any]]) -> None:
         from juggler.kafka.offsets import log_ends
