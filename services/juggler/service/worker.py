@@ -26,11 +26,14 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from juggler.kafka.client_config import client_config
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
+
+if TYPE_CHECKING:
+    from juggler.service.clearance import Answer, Question
 
 log = logging.getLogger(__name__)
 
@@ -457,7 +460,7 @@ class JugglerWorker:
                 waiting.append(p)
         return waiting
 
-    def _question(self, waiting: list[int]) -> Any:
+    def _question(self, waiting: list[int]) -> Question:
         from juggler.service.clearance import Question
 
         known = self.control is not None and self._control_known
@@ -468,7 +471,7 @@ class JugglerWorker:
                         self._control_committed if known else None, not known,
                         (self.clearance.control, *fanout, *idle))
 
-    def _take_answer(self, answer: Any) -> None:
+    def _take_answer(self, answer: Answer) -> None:
         q = answer.question
         if q.generation != self._generation:
             return  # a rebalance since: ask again for the tasks there are now
