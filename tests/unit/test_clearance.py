@@ -1,0 +1,82 @@
+"""The clearance's requests run in the background: the loop must get no answer before
+the requests are done, the committed control offset must be asked before the log ends
+(the order `JugglerWorker._clear`'s argument rests on), and a failed request must stop
+the loop rather than pass for an answer."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from juggler.service import clearance
+from juggler.service.clearance import ClearanceAsker, Question
+
+CONTROL = ("juggler.control", 0)
+
+
+def _question(ask_group: bool, committed: int | None = None) -> Question:
+    return Question(epoch=7, generation=1, waiting=(0,), committed=committed,
+                    ask_group=ask_group, ends=(CONTROL, ("juggler.fanout", 0)))
+
+
+def _wait_answer(asker: ClearanceAsker) -> clearance.Answer:
+    for _ in range(1000):
+        answer = asker.answer()
+        if answer is not None:
+            return answer
+        threading.Event().wait(0.005)
+    raise AssertionError("no answer")
+
+
+def test_no_answer_until_the_requests_are_done_and_the_group_is_asked_first(monkeypatch):
+    calls: list[str] = []
+    release = threading.Event()
+
+    def group_offsets(admin, group, tps):
+        calls.append("group")
+        return {CONTROL: 5}
+
+    def log_ends(admin, tps):
+        release.wait(10)
+        calls.append("ends")
+        return {tp: 5 for tp in tps}
+
+    monkeypatch.setattr(clearance, "group_offsets", group_offsets)
+    monkeypatch.setattr(clearance, "log_ends", log_ends)
+    asker = ClearanceAsker(None, "app", CONTROL)
+    try:
+        asker.ask(_question(ask_group=True))
+        assert asker.busy and asker.answer() is None
+        release.set()
+        answer = _wait_answer(asker)
+    finally:
+        asker.close()
+    assert calls == ["group", "ends"]
+    assert (answer.committed, answer.ends[CONTROL], answer.question.epoch) == (5, 5, 7)
+    assert not asker.busy
+
+
+def test_a_known_committed_offset_is_not_asked_again(monkeypatch):
+    monkeypatch.setattr(clearance, "group_offsets", lambda *a: pytest.fail("asked the group"))
+    monkeypatch.setattr(clearance, "log_ends", lambda admin, tps: {tp: 3 for tp in tps})
+    asker = ClearanceAsker(None, "app", CONTROL)
+    try:
+        asker.ask(_question(ask_group=False, committed=3))
+        assert _wait_answer(asker).committed == 3
+    finally:
+        asker.close()
+
+
+def test_a_failed_request_raises_in_the_loop(monkeypatch):
+    def log_ends(admin, tps):
+        raise RuntimeError("broker gone")
+
+    monkeypatch.setattr(clearance, "log_ends", log_ends)
+    asker = ClearanceAsker(None, "app", CONTROL)
+    try:
+        asker.ask(_question(ask_group=False, committed=0))
+        with pytest.raises(RuntimeError, match="broker gone"):
+            _wait_answer(asker)
+    finally:
+        asker.close()
