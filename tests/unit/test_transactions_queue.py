@@ -28,7 +28,8 @@ class FakeProducer:
     def begin_transaction(self) -> None:
         self.current, self.offsets = [], {}
 
-    def produce(self, topic: str, key: Any = None, value: Any = None, **_: Any) -> None:
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                **_: Any) -> None:
         self.current.append(value.decode())
 
     def send_offsets_to_transaction(self, tps: list[Any], group: Any, timeout: float) -> None:

@@ -58,13 +58,12 @@ class CommitFailed(RuntimeError):
     """The round's transaction did not commit; nothing of it is visible."""
 
 
-@dataclass(slots=True)
-class Outgoing:
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    partition: int | None = None
-    headers: list[tuple[str, bytes]] | None = None
+Headers = list[tuple[str, bytes]]
+Outgoing = tuple[str, bytes | None, bytes | None, int, Headers | None]
+"""One message to produce: (topic, value, key, partition, headers), the first
+arguments of `Producer.produce` in its order; partition -1 leaves the choice to the
+partitioner, headers None sends none. A tuple, not a dataclass: a round sends about
+two per input record, and the commit thread hands them to the producer as they are."""
 
 
 @dataclass
@@ -77,8 +76,8 @@ class Outbox:
     after_commit: list[Callable[[], None]] = field(default_factory=list)
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
-             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.messages.append(Outgoing(topic, key, value, partition, headers))
+             partition: int = -1, headers: Headers | None = None) -> None:
+        self.messages.append((topic, value, key, partition, headers))
 
     def then(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the round is committed (metrics, latency)."""
@@ -208,8 +207,7 @@ class Transactions:
         producer = self.producer
         try:
             producer.begin_transaction()
-            for m in outbox.messages:
-                self._produce(m)
+            self._produce(outbox.messages)
             if outbox.offsets:
                 producer.send_offsets_to_transaction(
                     [TopicPartition(t, p, o) for (t, p), o in outbox.offsets.items()],
@@ -224,18 +222,15 @@ class Transactions:
                     pass
             raise CommitFailed(f"transaction failed: {error}") from None
 
-    def _produce(self, m: Outgoing) -> None:
-        kwargs: dict[str, Any] = {"key": m.key, "value": m.value}
-        if m.partition is not None:
-            kwargs["partition"] = m.partition
-        if m.headers:
-            kwargs["headers"] = m.headers
-        while True:
-            try:
-                self.producer.produce(m.topic, **kwargs)
-                return
-            except BufferError:  # the local queue is full: let deliveries drain it
-                self.producer.poll(0.05)
+    def _produce(self, messages: list[Outgoing]) -> None:
+        produce = self.producer.produce
+        for topic, value, key, partition, headers in messages:
+            while True:
+                try:
+                    produce(topic, value, key, partition, headers=headers)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    self.producer.poll(0.05)
 
     def close(self) -> None:
         """Wait for the transactions submitted (raises `CommitFailed`), stop the commit
