@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,11 +178,13 @@ class PartitionTask:
     def _events(self, batch: list[tuple[str, Record, Event | CodecError]], outbox: Outbox,
                 counts: RoundCounts, dirty: set[str]) -> None:
         """The events taken since the last command, evaluated in one batch (one
-        crossing into the native operator), then each one's outputs in order."""
+        crossing into the native operator), then each one's outputs in order, then
+        the held events the batch released (`_release`)."""
         if not batch:
             return
         events = [event for _, _, event in batch if not isinstance(event, CodecError)]
         outcomes = iter(process_batch(self.engine, events))
+        keys: dict[str, None] = {}
         for stream, record, event in batch:
             counts.events_in[stream] += 1
             if isinstance(event, CodecError):
@@ -193,28 +196,34 @@ class PartitionTask:
                 self.w.dead_letters.send(outbox, counts, record, "late", outcome.reason)
                 self._log_late(outcome.reason)
                 continue
-            self._held(event, record, outbox, dirty)
+            self._held(event, record)
+            keys[event.key] = None
             if outcome:
                 self._publish(outcome, outbox, counts)
                 counts.produced_at.append((record.timestamp, len(outcome)))
+        self._release(keys, outbox, dirty)
         batch.clear()
 
-    def _held(self, event: Event, record: Record, outbox: Outbox, dirty: set[str]) -> None:
-        """The accepted event's record in the state topic (a reference to its input
-        record, sent when the round finishes), and tombstones for the held events of its
-        key that the key's floor has passed (none for those of this round: their
-        references are simply not sent)."""
-        key = event.key
-        dirty.add(key)
-        seq = self.seq
-        self.seq += 1
+    def _held(self, event: Event, record: Record) -> None:
+        """The accepted event's record in the state topic: a reference to its input
+        record, sent when the round finishes unless its key's floor passes it first."""
         self.fresh[held_state.event_key(record.topic, record.offset)] = \
-            held_state.event_headers(record.key or b"", seq)
-        self.tracker.add(key, event.ts, record.topic, record.offset)
-        _, floor = self.engine.key_bounds(key)
-        for released in self.tracker.release(key, floor):
-            if self.fresh.pop(released, None) is None:
-                outbox.send(self.w.names.state, released, None, self.partition)
+            held_state.event_headers(record.key or b"", self.seq)
+        self.seq += 1
+        self.tracker.add(event.key, event.ts, record.topic, record.offset)
+
+    def _release(self, keys: Iterable[str], outbox: Outbox, dirty: set[str]) -> None:
+        """Tombstones for the held events of `keys` (those of a batch, in the order
+        they came) that their floors have passed; none for those of this round, whose
+        references are simply not sent. Once per key and batch, not per event: the
+        floor is read after the whole batch was evaluated either way."""
+        state = self.w.names.state
+        for key in keys:
+            dirty.add(key)
+            _, floor = self.engine.key_bounds(key)
+            for released in self.tracker.release(key, floor):
+                if self.fresh.pop(released, None) is None:
+                    outbox.send(state, released, None, self.partition)
 
     def _log_late(self, reason: str) -> None:
         self._late_since_log += 1
