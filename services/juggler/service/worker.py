@@ -19,6 +19,7 @@ six patches of its internals that still lost records (docs/worker.md, "History")
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -47,6 +48,14 @@ ANSWER_POLL = 0.001
 """The poll's timeout while a clearance is under way: nothing wakes the consumer's poll
 when the answer arrives, and the records waiting for it should not wait for the next
 fetch too."""
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between two collections of the cyclic collector's youngest generation
+(CPython's default: 700). A round allocates tens of objects per record (decoded events,
+results, outgoing messages), nearly all freed by their reference counts within the
+round; at 700 the collector ran every few records, and the older generations' passes
+it triggers walked everything the buffers and the held-event tracker keep alive. On
+workload K offline (60,000 records, the loop's code without Kafka) collections took
+0.75 s of 3.2 s, and 0.17 s at 10,000."""
 
 
 class JugglerWorker:
@@ -166,6 +175,8 @@ class JugglerWorker:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
+        _, *older = gc.get_threshold()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
         self.results_store = ResultsStore(
             self.client_config, self.names.all_results,
             CodecOptions(self.settings.schemas_dir, self.settings.registry_url),
@@ -551,8 +562,6 @@ def _freeze_heap() -> None:
     before, and a frozen object that becomes garbage is still freed by its reference
     count; cycles among frozen objects wait for the next restore, which unfreezes
     first."""
-    import gc
-
     gc.unfreeze()
     gc.collect()
     gc.freeze()
