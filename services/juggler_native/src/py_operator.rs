@@ -419,7 +419,9 @@ impl PyOperator {
         let data = data.cast::<PyDict>()?;
         let mut row = vec![V::Missing; self.core.widths[stream as usize]];
         row[0] = V::I(ts);
-        let mut same = data.len() == self.streams[stream as usize].last.len();
+        // the first event of a stream has no last shape to share, even without columns
+        let names = &self.streams[stream as usize];
+        let mut same = names.last_shape != u32::MAX && data.len() == names.last.len();
         let mut shape = Vec::new();
         for (j, (k, v)) in data.iter().enumerate() {
             let column = k.cast::<PyString>()?;
