@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,9 +38,11 @@ def python_bodies(results: list[Result]) -> list[bytes | None]:
     return out
 
 
-def engines(queries: list[tuple[str, str]]) -> tuple[NativeEngine, NativeEngine]:
-    """Two engines with the same queries: one for `process_batch`, one for the encoded."""
-    pair = NativeEngine(EngineConfig(allowed_lateness=5)), NativeEngine(EngineConfig(allowed_lateness=5))
+def engines(queries: list[tuple[str, str]], engine_class: type[NativeEngine] = NativeEngine
+            ) -> tuple[NativeEngine, NativeEngine]:
+    """Two engines with the same queries: one for `process_batch`, one (of
+    `engine_class`) for the encoded."""
+    pair = NativeEngine(EngineConfig(allowed_lateness=5)), engine_class(EngineConfig(allowed_lateness=5))
     for engine in pair:
         for qid, text in queries:
             engine.register(compile_query(qid, text, CATALOG))
@@ -46,11 +50,11 @@ def engines(queries: list[tuple[str, str]]) -> tuple[NativeEngine, NativeEngine]
 
 
 def assert_same_results(queries: list[tuple[str, str]], events: list[Event],
-                        budget: int = NO_LIMIT) -> int:
+                        budget: int = NO_LIMIT, engine_class: type[NativeEngine] = NativeEngine) -> int:
     """Both entry points on the same events: the same lateness and, per result, the
     body the Python path writes, or the same `Result` where that path must decide.
     Returns how many results had a body."""
-    plain, encoded = engines(queries)
+    plain, encoded = engines(queries, engine_class)
     written = 0
     for event, old, new in zip(events, plain.process_batch(events),
                                encoded.process_batch_encoded(events, budget), strict=True):
@@ -89,6 +93,14 @@ partitions = st.one_of(st.integers(min_value=0, max_value=3),
 offsets = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 
 
+# predicates on values of any type, ints beyond 64 bits included: some comparisons only
+# the exact fallback (a Python callback) decides
+WHERE = {("B",): [" WHERE B.x > 3", " WHERE B.x <= 9223372036854775807.5"],
+         ("B", "H"): [" WHERE B.x >= H.y", " WHERE B.x = H.y + 1"],
+         ("B", "K"): [" WHERE B.x < 2 * K.z", " WHERE K.x != B.x"],
+         ("H", "K"): [" WHERE H.y > K.z - 0.5"]}
+
+
 @st.composite
 def queries(draw: st.DrawFn) -> list[tuple[str, str]]:
     out = []
@@ -97,7 +109,7 @@ def queries(draw: st.DrawFn) -> list[tuple[str, str]]:
         columns = [f"{s}.{c}" for s, c in COLUMNS if s in streams]
         select = draw(st.one_of(st.just(["*"]),
                                 st.lists(st.sampled_from(columns), min_size=1, unique=True)))
-        where = draw(st.sampled_from(["", f" WHERE {streams[0]}.ts >= 0"]))
+        where = draw(st.sampled_from(["", f" WHERE {streams[0]}.ts >= 0", *WHERE.get(tuple(streams[:2]), [])]))
         qid = draw(st.sampled_from([f"q{n}", f"qé{n}", f"{'q' * 70}{n}"]))
         out.append((qid, f"SELECT {', '.join(select)} FROM {', '.join(streams)} "
                          f"MAXWINDOW 10 s{where}"))
@@ -197,3 +209,55 @@ def test_headers_frame_bodies_as_encode_does(registry: bool) -> None:
         header = codec.header(RESULT, topic)
         assert len(header) == codec.header_size
         assert header + result_body(record) == codec.encode(RESULT, record, topic=topic, trusted=True)
+
+
+def test_comparisons_only_the_exact_fallback_decides() -> None:
+    """Ints beyond 64 bits, and a double next to a large int: the operator asks the
+    Python fallback, and the results are the same."""
+    big = 1 << 70
+    events = [Event("B", "k", 0, {"x": big + 1}, ("t", 0, 0)), Event("H", "k", 1, {"y": big}, ("t", 0, 1)),
+              Event("B", "k", 2, {"x": 2**53 + 1}, ("t", 0, 2)), Event("H", "k", 3, {"y": 2.0**53}, ("t", 0, 3)),
+              Event("H", "k", 4, {"y": big + 1}, ("t", 0, 4))]
+    qs = [("eq", "SELECT B.x, H.y FROM B, H MAXWINDOW 1 s WHERE B.x = H.y + 1"),
+          ("gt", "SELECT * FROM B, H MAXWINDOW 1 s WHERE B.x > H.y"),
+          ("big", "SELECT H.y FROM H WHERE H.y > 1180591620717411303424.5")]
+    asked = []
+
+    class Counting(NativeEngine):
+        def _exact(self, pred: int, left: Any, right: Any) -> bool:
+            asked.append(pred)
+            return super()._exact(pred, left, right)
+
+    # 2**53 + 1 against 2.0**53, by eq and gt; the other results hold ints beyond 64
+    # bits, given as Result objects
+    assert assert_same_results(qs, events, engine_class=Counting) == 2
+    assert asked
+
+
+class FailingExact(NativeEngine):
+    def _exact(self, pred: int, left: Any, right: Any) -> bool:
+        raise ZeroDivisionError("from the exact fallback")
+
+
+def test_an_error_of_the_exact_fallback_is_raised() -> None:
+    engine = FailingExact()
+    engine.register(compile_query("q", "SELECT * FROM B WHERE B.x > 3", CATALOG))
+    events = [Event("B", "k", 0, {"x": 5}, ("t", 0, 0)), Event("B", "k", 1, {"x": 1 << 70}, ("t", 0, 1))]
+    with pytest.raises(ZeroDivisionError, match="from the exact fallback"):
+        engine.process_batch_encoded(events, NO_LIMIT)
+
+
+@pytest.mark.parametrize("bad", [{"x": [1]}, "no data"])
+def test_an_unreadable_event_fails_the_batch_after_the_events_before_it(bad: Any) -> None:
+    """As `process_batch`: the events before it are evaluated and held, none after it."""
+    events = [Event("B", "k", 0, {"x": 1}, ("t", 0, 0)), Event("H", "k", 1, {"y": 1}, ("t", 0, 1)),
+              Event("B", "k", 2, bad, ("t", 0, 2)), Event("H", "k", 3, {"y": 2}, ("t", 0, 3))]
+    plain, encoded = engines([("q", "SELECT * FROM B, H MAXWINDOW 1 s")])
+    with pytest.raises(TypeError) as old:
+        plain.process_batch(events)
+    with pytest.raises(TypeError) as new:
+        encoded.process_batch_encoded(events, NO_LIMIT)
+    assert str(new.value) == str(old.value)
+    held = [[(e.stream, e.ts, e.data, e.position) for e in engine.snapshot("k").events]
+            for engine in (plain, encoded)]
+    assert held[1] == held[0] and [e[:2] for e in held[1]] == [("B", 0), ("H", 1)]

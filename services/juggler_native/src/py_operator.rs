@@ -546,6 +546,7 @@ impl PyOperator {
         for &s in &q.from {
             let (store, i) = event_of(ks, hit, s);
             let (tag, offset) = store.pos(i);
+            // tag 0 (a bare int) and u32::MAX (any other object) have no prefix
             let Some(Some(prefix)) = tag.checked_sub(1).and_then(|t| self.prefix_avro.get(t as usize)) else { return false };
             out.extend_from_slice(&self.streams[s as usize].name_avro);
             out.extend_from_slice(prefix);
