@@ -90,3 +90,12 @@ def test_results_are_left_out_of_the_garbage_collector_and_stay_usable() -> None
     assert result.sources == {"B": ("topic", 3, 7), "H": ("topic", 3, 8)}
     assert (result.query, result.key, result.ts, result.row) == ("q", "k", 10, {"B.x": 1, "H.y": 2})
     assert sys.getrefcount(result) == 2  # the name and the call's argument: nothing leaks it
+
+
+def test_a_stream_s_first_event_may_have_no_columns() -> None:
+    """It has no last event's shape to share (an empty one is not "the same")."""
+    engine = NativeEngine(EngineConfig())
+    engine.register(compile_query("q", "SELECT * FROM B", CATALOG))
+    outcomes = engine.process_batch([Event("B", "k", 0, {}, 0), Event("B", "k", 1, {"x": 1}, 1),
+                                     Event("B", "k", 2, {}, 2)])
+    assert [r.row for out in outcomes for r in out] == [{}, {"B.x": 1}, {}]

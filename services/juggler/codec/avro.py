@@ -392,8 +392,25 @@ class Codec:
         body = self._write(schema, record, trusted)
         if self.registry is None:
             return framing.single_object(schema.fingerprint, body)
-        subject = f"{topic or _default_topic(schema, record)}-value"
-        return framing.confluent(self.registry.register(subject, schema.text), body)
+        return self._header(schema, topic or _default_topic(schema, record)) + body
+
+    def header(self, name: str, topic: str) -> bytes:
+        """The framing `encode(name, record, topic=topic)` puts before the Avro body,
+        for bodies written elsewhere (the native operator's results). Every header
+        of one codec has `header_size` bytes."""
+        schema = self._get(name)
+        if self.registry is None:
+            return framing.single_object(schema.fingerprint, b"")
+        return self._header(schema, topic)
+
+    @property
+    def header_size(self) -> int:
+        return framing.SINGLE_OBJECT_HEADER if self.registry is None else framing.CONFLUENT_HEADER
+
+    def _header(self, schema: _Schema, topic: str) -> bytes:
+        """The Schema Registry header: the schema registered under `<topic>-value`."""
+        assert self.registry is not None
+        return framing.confluent(self.registry.register(f"{topic}-value", schema.text), b"")
 
     def _write(self, schema: _Schema, record: Mapping[str, Any], trusted: bool = False) -> bytes:
         # fastavro's writer silently turns True into 1.0 and 1 into true; its

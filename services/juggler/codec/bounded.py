@@ -26,7 +26,7 @@ from juggler.codec.avro import CODEC_KINDS, DEAD_LETTER, RESULT, Codec
 __all__ = [
     "LATE", "BAD_COMMAND", "DEAD_LETTER_KINDS", "DEFAULT_MAX_RECORD_BYTES",
     "RECORD_OVERHEAD_BYTES", "MAX_REASON_BYTES", "ROW_OMITTED_HEADER", "RecordTooLarge",
-    "dead_letter", "encode_result_bounded",
+    "dead_letter", "encode_result_bounded", "result_budget",
 ]
 
 LATE = "late"
@@ -124,6 +124,14 @@ def encode_result_bounded(codec: Codec, record: Mapping[str, Any], *, topic: str
                              f"{max_bytes:,} bytes even without its row ({len(data):,} "
                              f"bytes and a {len(key):,}-byte key)")
     return data, True
+
+
+def result_budget(codec: Codec, max_bytes: int) -> int:
+    """What a result's Kafka key and Avro body may take together for the framed record
+    to keep `encode_result_bounded`'s guarantee under `max_bytes`: the `budget` of
+    `NativeEngine.process_batch_encoded`, which gives a result over it back to be
+    encoded here."""
+    return max_bytes - RECORD_OVERHEAD_BYTES - codec.header_size
 
 
 def _size(data: bytes | None) -> int:

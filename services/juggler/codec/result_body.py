@@ -12,6 +12,12 @@ Only for records built by the service (`Codec.encode(..., trusted=True)`): anyth
 does not expect raises `Unwritable`, and the caller lets fastavro write the record or
 say what is wrong with it. `tests/unit/test_result_body.py` holds it to fastavro's
 bytes.
+
+The worker's results per event are written by the native operator instead
+(`services/juggler_native/src/avro.rs`, `NativeEngine.process_batch_encoded`); this
+writer keeps the rest (a registration's history results, and the results the native
+writer hands back: too large, or not writable the same way) and is the oracle
+`tests/unit/test_native_results.py` holds the native bytes to.
 """
 
 from __future__ import annotations

@@ -93,6 +93,20 @@ class NativeEngine:
         return [LateEvent(e, out, lateness) if type(out) is int else out
                 for e, out in zip(events, self._op.process_batch(events))]
 
+    def process_batch_encoded(self, events: list[Event], budget: int
+                              ) -> list[Sequence[tuple[str, bytes] | Result] | LateEvent]:
+        """`process_batch` for the worker, each result already written in Rust as the
+        Avro body of `juggler.Result`: per event the empty tuple, its LateEvent, or
+        its results in `process_batch`'s order, each a `(query id, body)` pair (the
+        body is `result_body(result_record(r))` for the same result r; all of an
+        event's results have its key) or, for a result the native writer leaves to
+        Python, the `Result` itself: one it cannot write as `result_body` would, or
+        one whose Kafka key (the key in UTF-8) and body take more than `budget` bytes
+        (`juggler.codec.bounded.result_budget`)."""
+        lateness = self.config.allowed_lateness
+        return [LateEvent(e, out, lateness) if type(out) is int else out
+                for e, out in zip(events, self._op.process_batch_encoded(events, budget))]
+
     def snapshot(self, key: str) -> KeySnapshot | None:
         """What must survive a restart for one key (see `KeySnapshot`)."""
         found = self._op.snapshot(key)

@@ -12,13 +12,13 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
-                                   RegistrationError, Result, process_batch)
+                                   RegistrationError, Result)
 from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.service import held_state
@@ -178,12 +178,13 @@ class PartitionTask:
     def _events(self, batch: list[tuple[str, Record, Event | CodecError]], outbox: Outbox,
                 counts: RoundCounts, dirty: set[str]) -> None:
         """The events taken since the last command, evaluated in one batch (one
-        crossing into the native operator), then each one's outputs in order, then
-        the held events the batch released (`_release`)."""
+        crossing into the native operator, which writes the results' Avro bodies),
+        then each one's outputs in order, then the held events the batch released
+        (`_release`)."""
         if not batch:
             return
         events = [event for _, _, event in batch if not isinstance(event, CodecError)]
-        outcomes = iter(process_batch(self.engine, events))
+        outcomes = iter(self.engine.process_batch_encoded(events, self.w.result_budget))
         keys: dict[str, None] = {}
         for stream, record, event in batch:
             counts.events_in[stream] += 1
@@ -199,7 +200,7 @@ class PartitionTask:
             self._held(event, record)
             keys[event.key] = None
             if outcome:
-                self._publish(outcome, outbox, counts)
+                self._publish_encoded(event.key.encode(), outcome, outbox, counts)
                 counts.produced_at.append((record.timestamp, len(outcome)))
         self._release(keys, outbox, dirty)
         batch.clear()
@@ -234,12 +235,30 @@ class PartitionTask:
             self._late_logged = now
             self._late_since_log = 0
 
-    def _publish(self, results: list[Result], outbox: Outbox, counts: RoundCounts) -> None:
+    def _publish_encoded(self, key: bytes, results: Sequence[tuple[str, bytes] | Result],
+                         outbox: Outbox, counts: RoundCounts) -> None:
+        """An event's results from `process_batch_encoded`: a body is framed for its
+        topic and sent as `_publish` would send it; a `Result` the native writer left
+        to Python (too large, or not writable as `result_body` writes) goes through
+        `_publish`."""
         w = self.w
-        shared = w.names.all_results
+        for item in results:
+            if type(item) is not tuple:
+                self._publish((item,), outbox, counts)
+                continue
+            qid, body = item
+            topic = self._topic(qid)
+            outbox.send(topic, key, w.result_header(topic) + body,
+                        headers=[(QUERY_HEADER, qid.encode())])
+            counts.results_out[qid] += 1
+
+    def _publish(self, results: Sequence[Result], outbox: Outbox, counts: RoundCounts) -> None:
+        """Results built as `Result` objects (a registration's history results, and the
+        few `_publish_encoded` hands on), encoded here within the size limit."""
+        w = self.w
         for result in results:
             qid = result.query
-            topic = w.names.results(qid) if qid in self.own_topic else shared
+            topic = self._topic(qid)
             key = result.key.encode()
             value, omitted = w.encode_result(result_record(result), topic=topic, key=key)
             headers = [(QUERY_HEADER, qid.encode())]
@@ -247,6 +266,12 @@ class PartitionTask:
                 headers.append((ROW_OMITTED_HEADER, b"too large for one record; read the sources"))
             outbox.send(topic, key, value, headers=headers)
             counts.results_out[result.query] += 1
+
+    def _topic(self, query_id: str) -> str:
+        """Where a query's results go: the shared results topic, or its own."""
+        if query_id in self.own_topic:
+            return self.w.names.results(query_id)
+        return self.w.names.all_results
 
     def _command(self, step: Apply, outbox: Outbox, counts: RoundCounts) -> None:
         """Apply p's copy of an accepted command at its barrier, and say it is live."""

@@ -63,7 +63,7 @@ class JugglerWorker:
         from confluent_kafka.admin import AdminClient
 
         from juggler.codec.avro import Codec
-        from juggler.codec.bounded import encode_result_bounded
+        from juggler.codec.bounded import encode_result_bounded, result_budget
         from juggler.service.deadletters import DeadLetters
         from juggler.service.metrics import WorkerMetrics
         from juggler.service.topic_setup import ensure_worker_topics, partitions
@@ -82,6 +82,9 @@ class JugglerWorker:
         self.admin = AdminClient({**self.client_config, "log_level": 3})
         self.max_record_bytes = settings.max_record_bytes
         self._encode_result = encode_result_bounded
+        self.result_budget = result_budget(self.codec, self.max_record_bytes)
+        """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
+        self._result_headers: dict[str, bytes] = {}
         self.tasks: dict[int, Any] = {}
         self.control: Any = None
         self.metrics = WorkerMetrics(self)
@@ -118,6 +121,16 @@ class JugglerWorker:
     def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
         return self._encode_result(self.codec, record, topic=topic, key=key,
                                    max_bytes=self.max_record_bytes, trusted=True)
+
+    def result_header(self, topic: str) -> bytes:
+        """The framing of a result body sent to `topic`: asked of the codec (and, with a
+        Schema Registry, of the registry) once per topic."""
+        header = self._result_headers.get(topic)
+        if header is None:
+            from juggler.codec.avro import RESULT
+
+            header = self._result_headers[topic] = self.codec.header(RESULT, topic)
+        return header
 
     def compiled(self, query_id: str, text: str) -> Any:
         """The query compiled once per worker: the control task and every task of the

@@ -13,6 +13,7 @@
 //! feature (on in maturin builds) binds it as the `juggler_native` module, whose
 //! `Operator` `juggler.engine.native_engine.NativeEngine` drives.
 
+pub mod avro;
 pub mod lists;
 pub mod operator;
 pub mod ordering;

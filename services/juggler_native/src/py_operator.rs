@@ -3,6 +3,8 @@
 //! One call per event (or per batch) crosses the boundary: the binding reads the
 //! `Event`'s attributes, turns its data into slot values, runs the core and builds
 //! `Result` objects directly, so no Python code runs per candidate or per held event.
+//! For the worker, `process_batch_encoded` writes each result's Avro body instead
+//! (`avro`), with no Python object per result but its bytes.
 //! Python's `juggler.engine.native_engine` compiles queries into the tuples
 //! `register` takes and answers the exact fallback (`exact(pred, left, right)`).
 
@@ -14,23 +16,29 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::avro;
 use crate::lists::{EqConst, Exact, Factor};
 use crate::operator::{Hit, Incoming, Operator, PredSpec, QuerySpec};
 use crate::ordering::{self, TypeManager};
-use crate::store::Pos;
+use crate::operator::KeyState;
+use crate::store::{Pos, Store};
 use crate::value::{NumKey, V, float_key};
 
 /// A stream's names: its column slots (0 is `ts`), the data shapes seen (slots in
 /// data order) and the `S.col` labels of each shape for `SELECT *`.
 struct StreamNames {
     name: Py<PyString>,
+    /// The name as an Avro string, the key of the stream's entry in a result's sources.
+    name_avro: Vec<u8>,
     slots: FxHashMap<String, usize>,
     columns: Vec<Py<PyString>>,
     shapes: Vec<Vec<usize>>,
     shape_of: FxHashMap<Vec<usize>, u32>,
     labels: Vec<Vec<Py<PyString>>>,
+    /// `labels` as Avro strings, for the rows of `SELECT *` results.
+    labels_avro: Vec<Vec<Vec<u8>>>,
     /// The last event's column names (the objects, held so they cannot be freed and
     /// their addresses reused), slots and shape: events of a stream mostly share the
     /// same key objects, so a pointer comparison replaces a hash lookup per column.
@@ -42,6 +50,48 @@ struct QueryInfo {
     id: Py<PyString>,
     from: Vec<u32>,
     select: Option<Vec<(Py<PyString>, u32, usize)>>,
+    /// What the native writer writes the query's results with, or None if it cannot
+    /// write them as `juggler.codec.result_body` would (see `QueryAvro::new`).
+    avro: Option<QueryAvro>,
+}
+
+/// A query's id and `SELECT` labels as Avro strings.
+struct QueryAvro {
+    id: Vec<u8>,
+    select: Vec<Vec<u8>>,
+}
+
+impl QueryAvro {
+    /// None when a result's record would not be what the native writer writes: an id
+    /// or label that is not exactly a `str` in UTF-8 (`result_body` leaves those to
+    /// fastavro), or names a Python dict would merge (a stream twice in FROM, a label
+    /// twice in SELECT, or a stream name with a dot, whose `SELECT *` labels could
+    /// repeat another stream's): the dicts of `Result` keep one entry for them.
+    fn new(py: Python<'_>, id: &Py<PyString>, streams: &[&str], select: Option<&[(Py<PyString>, u32, usize)]>) -> Option<Self> {
+        let select = match select {
+            None if streams.iter().any(|name| name.contains('.')) => return None,
+            None => Vec::new(),
+            Some(items) => items.iter().map(|(label, _, _)| exact_str(label.bind(py))).collect::<Option<_>>()?,
+        };
+        if !distinct(streams.iter().map(|name| name.as_bytes())) || !distinct(select.iter().map(Vec::as_slice)) {
+            return None;
+        }
+        Some(QueryAvro { id: exact_str(id.bind(py))?, select })
+    }
+}
+
+/// A `str` (exactly) as an Avro string; None for a subclass or a string with lone
+/// surrogates, which is not UTF-8.
+fn exact_str(s: &Bound<'_, PyString>) -> Option<Vec<u8>> {
+    if !s.is_exact_instance_of::<PyString>() {
+        return None;
+    }
+    s.to_str().ok().map(avro::encoded)
+}
+
+fn distinct<'a>(names: impl ExactSizeIterator<Item = &'a [u8]>) -> bool {
+    let n = names.len();
+    names.collect::<std::collections::HashSet<_>>().len() == n
 }
 
 /// Sendable: the worker's HTTP thread reads its counters for /metrics. Every call
@@ -61,6 +111,9 @@ pub struct PyOperator {
     exact: Py<PyAny>,
     prefixes: Py<PyDict>,
     prefix_list: Vec<Py<PyAny>>,
+    /// Per `prefix_list` entry, its topic and partition as a `Position` begins in Avro;
+    /// None if `result_body` would not write them (see `position_prefix`).
+    prefix_avro: Vec<Option<Vec<u8>>>,
     others: Vec<Py<PyAny>>,
 }
 
@@ -146,6 +199,17 @@ fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
         return Ok(V::B(b.is_true()));
     }
     Err(PyTypeError::new_err(format!("unsupported event value {ob}")))
+}
+
+/// The `topic` and `partition` of a `Position` from a position's (topic, partition):
+/// a `str` in UTF-8 and an `int` within 32 bits, exactly, or None (`result_body`
+/// leaves anything else to fastavro, or `result_record` refuses it).
+fn position_prefix(prefix: &Bound<'_, PyTuple>) -> Option<Vec<u8>> {
+    let topic = prefix.get_item(0).ok()?;
+    let mut out = exact_str(topic.cast_exact::<PyString>().ok()?)?;
+    let partition = prefix.get_item(1).ok()?;
+    avro::long(&mut out, i32::try_from(exact_int(&partition)??).ok()?.into());
+    Some(out)
 }
 
 /// For an `int` (exactly, not `bool`): its value if it fits 64 bits, else None; None
@@ -240,11 +304,13 @@ impl PyOperator {
         slots.insert("ts".to_owned(), 0);
         self.streams.push(StreamNames {
             name: PyString::new(py, name).unbind(),
+            name_avro: avro::encoded(name),
             slots,
             columns: vec![PyString::new(py, "ts").unbind()],
             shapes: Vec::new(),
             shape_of: FxHashMap::default(),
             labels: Vec::new(),
+            labels_avro: Vec::new(),
             last: Vec::new(),
             last_shape: u32::MAX,
         });
@@ -280,6 +346,7 @@ impl PyOperator {
                         let tag = match prefixes.get_item(&prefix)? {
                             Some(tag) => tag.extract::<u32>()?,
                             None => {
+                                self.prefix_avro.push(position_prefix(&prefix));
                                 self.prefix_list.push(prefix.clone().into_any().unbind());
                                 let tag = self.prefix_list.len() as u32;
                                 prefixes.set_item(prefix, tag)?;
@@ -352,7 +419,9 @@ impl PyOperator {
         let data = data.cast::<PyDict>()?;
         let mut row = vec![V::Missing; self.core.widths[stream as usize]];
         row[0] = V::I(ts);
-        let mut same = data.len() == self.streams[stream as usize].last.len();
+        // the first event of a stream has no last shape to share, even without columns
+        let names = &self.streams[stream as usize];
+        let mut same = names.last_shape != u32::MAX && data.len() == names.last.len();
         let mut shape = Vec::new();
         for (j, (k, v)) in data.iter().enumerate() {
             let column = k.cast::<PyString>()?;
@@ -379,12 +448,9 @@ impl PyOperator {
                 None => {
                     let id = names.shapes.len() as u32;
                     let prefix = names.name.bind(py).to_str()?.to_owned();
-                    names.labels.push(
-                        shape
-                            .iter()
-                            .map(|&s| PyString::new(py, &format!("{prefix}.{}", names.columns[s].bind(py))).unbind())
-                            .collect(),
-                    );
+                    let labels: Vec<String> = shape.iter().map(|&s| format!("{prefix}.{}", names.columns[s].bind(py))).collect();
+                    names.labels_avro.push(labels.iter().map(|label| avro::encoded(label)).collect());
+                    names.labels.push(labels.iter().map(|label| PyString::new(py, label).unbind()).collect());
                     names.shapes.push(shape.clone());
                     names.shape_of.insert(shape.clone(), id);
                     id
@@ -398,11 +464,10 @@ impl PyOperator {
         Ok(Incoming { stream, key, ts, shape: shape_id, row, pos })
     }
 
-    /// Results in the contract's order: by registration, then by the arrival of
-    /// their events in FROM order (which is the order of their positions).
+    /// Results in the contract's order (see `in_order`).
     fn results<'py>(&self, py: Python<'py>, mut hits: Vec<(Box<str>, Hit)>) -> PyResult<Bound<'py, PyList>> {
         if hits.len() > 1 {
-            hits.sort_by(|(_, a), (_, b)| (a.order, &a.seqs).cmp(&(b.order, &b.seqs)));
+            hits.sort_by(|(_, a), (_, b)| in_order(a).cmp(&in_order(b)));
         }
         let out = PyList::empty(py);
         for (key, hit) in &hits {
@@ -414,20 +479,16 @@ impl PyOperator {
     fn result<'py>(&self, py: Python<'py>, key: &str, hit: &Hit) -> PyResult<Bound<'py, PyAny>> {
         let q = &self.queries[&hit.bit];
         let ks = &self.core.keys[key];
-        let event = |s: u32| {
-            let &(_, i) = hit.refs.iter().find(|(ps, _)| *ps == s).unwrap();
-            (&ks.stores[s as usize], i)
-        };
         let sources = PyDict::new(py);
         for &s in &q.from {
-            let (store, i) = event(s);
+            let (store, i) = event_of(ks, hit, s);
             sources.set_item(self.streams[s as usize].name.bind(py), self.decode_pos(py, store.pos(i))?)?;
         }
         let row = PyDict::new(py);
         match &q.select {
             None => {
                 for &s in &q.from {
-                    let (store, i) = event(s);
+                    let (store, i) = event_of(ks, hit, s);
                     let names = &self.streams[s as usize];
                     let shape = store.shape(i) as usize;
                     for (label, &slot) in names.labels[shape].iter().zip(&names.shapes[shape]) {
@@ -437,7 +498,7 @@ impl PyOperator {
             }
             Some(select) => {
                 for (label, s, slot) in select {
-                    let (store, i) = event(*s);
+                    let (store, i) = event_of(ks, hit, *s);
                     row.set_item(label.bind(py), to_py(py, store.value(i, *slot))?)?;
                 }
             }
@@ -447,25 +508,126 @@ impl PyOperator {
         Ok(result)
     }
 
-    /// The event's results (None when there are none), or the key's maxts when late.
-    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let key_ob = event.getattr(intern!(py, "key"))?;
-        let key = key_ob.cast::<PyString>()?.to_str()?;
+    /// The results of one event as `process_batch_encoded` gives them, in the
+    /// contract's order.
+    fn encoded_results<'py>(&self, py: Python<'py>, key: &str, mut hits: Vec<Hit>, budget: i64, body: &mut Vec<u8>) -> PyResult<Bound<'py, PyList>> {
+        if hits.len() > 1 {
+            hits.sort_by(|a, b| in_order(a).cmp(&in_order(b)));
+        }
+        let out = PyList::empty(py);
+        for hit in &hits {
+            let q = &self.queries[&hit.bit];
+            if self.write_body(q, key, hit, body) && (body.len() + key.len()) as i64 <= budget {
+                let item = PyTuple::new(py, [q.id.bind(py).as_any(), PyBytes::new(py, body).as_any()])?;
+                untrack(&item);
+                out.append(item)?;
+            } else {
+                out.append(self.result(py, key, hit)?)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Write the Avro body of a `juggler.Result` (schemas/Result.avsc) into `out`,
+    /// the bytes `result_body(result_record(r))` gives for the `Result` r that
+    /// `result` builds; false, with `out` unusable, for a result it does not write
+    /// the same way: a query `QueryAvro::new` refuses, a position that is not
+    /// (topic, partition, offset) as `position_prefix` takes it, or an int beyond 64
+    /// bits in the row. Python then builds and encodes that result as before, and
+    /// refuses, writes or reports it exactly as it always did.
+    fn write_body(&self, q: &QueryInfo, key: &str, hit: &Hit, out: &mut Vec<u8>) -> bool {
+        let Some(qa) = &q.avro else { return false };
+        let ks = &self.core.keys[key];
+        out.clear();
+        out.extend_from_slice(&qa.id);
+        avro::string(out, key);
+        avro::long(out, hit.ts);
+        avro::map_start(out, q.from.len());
+        for &s in &q.from {
+            let (store, i) = event_of(ks, hit, s);
+            let (tag, offset) = store.pos(i);
+            // tag 0 (a bare int) and u32::MAX (any other object) have no prefix
+            let Some(Some(prefix)) = tag.checked_sub(1).and_then(|t| self.prefix_avro.get(t as usize)) else { return false };
+            out.extend_from_slice(&self.streams[s as usize].name_avro);
+            out.extend_from_slice(prefix);
+            avro::long(out, offset);
+        }
+        avro::map_end(out);
+        match &q.select {
+            None => {
+                let shape_of = |s: u32| {
+                    let (store, i) = event_of(ks, hit, s);
+                    (store, i, store.shape(i) as usize)
+                };
+                avro::map_start(out, q.from.iter().map(|&s| self.streams[s as usize].shapes[shape_of(s).2].len()).sum());
+                for &s in &q.from {
+                    let names = &self.streams[s as usize];
+                    let (store, i, shape) = shape_of(s);
+                    for (label, &slot) in names.labels_avro[shape].iter().zip(&names.shapes[shape]) {
+                        out.extend_from_slice(label);
+                        if !avro::row_value(out, store.value(i, slot)) {
+                            return false;
+                        }
+                    }
+                }
+            }
+            Some(select) => {
+                avro::map_start(out, select.len());
+                for ((_, s, slot), label) in select.iter().zip(&qa.select) {
+                    let (store, i) = event_of(ks, hit, *s);
+                    out.extend_from_slice(label);
+                    if !avro::row_value(out, store.value(i, *slot)) {
+                        return false;
+                    }
+                }
+            }
+        }
+        avro::map_end(out);
+        true
+    }
+
+    /// Evaluate one event: its key object and the core's outcome (the results it
+    /// completes, or the key's maxts when it is late).
+    fn evaluate<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyString>, Outcome)> {
+        let key_ob = event.getattr(intern!(py, "key"))?.cast_into::<PyString>()?;
+        let key = key_ob.to_str()?;
         let incoming = self.incoming(py, event, key)?;
         let mut ex = PyExact { py, f: exact, error: None };
         let outcome = self.core.process(incoming, &mut ex);
         if let Some(e) = ex.error {
             return Err(e);
         }
+        Ok((key_ob, outcome.map_err(|late| late.maxts)))
+    }
+
+    /// The event's results (None when there are none), or the key's maxts when late.
+    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let (key, outcome) = self.evaluate(py, event, exact)?;
         match outcome {
             Ok(hits) if hits.is_empty() => Ok(None),
             Ok(hits) => {
-                let key: Box<str> = key.into();
+                let key: Box<str> = key.to_str()?.into();
                 Ok(Some(self.results(py, hits.into_iter().map(|h| (key.clone(), h)).collect())?.into_any()))
             }
-            Err(late) => Ok(Some(late.maxts.into_pyobject(py)?.into_any())),
+            Err(maxts) => Ok(Some(maxts.into_pyobject(py)?.into_any())),
         }
     }
+}
+
+/// The core's answer to an event: the results it completes, or the key's maxts when
+/// the event is late.
+type Outcome = Result<Vec<Hit>, i64>;
+
+/// The contract's order of results: by registration, then by the arrival of their
+/// events in FROM order (which is the order of their positions).
+fn in_order(hit: &Hit) -> (u64, &[u64]) {
+    (hit.order, &hit.seqs)
+}
+
+/// The held event a result takes from stream `s`: its store and index.
+fn event_of<'k>(ks: &'k KeyState, hit: &Hit, s: u32) -> (&'k Store, usize) {
+    let &(_, i) = hit.refs.iter().find(|(ps, _)| *ps == s).unwrap();
+    (&ks.stores[s as usize], i)
 }
 
 #[pymethods]
@@ -488,6 +650,7 @@ impl PyOperator {
             exact,
             prefixes: PyDict::new(py).unbind(),
             prefix_list: Vec::new(),
+            prefix_avro: Vec::new(),
             others: Vec::new(),
         })
     }
@@ -516,8 +679,9 @@ impl PyOperator {
                     .collect(),
             ),
         };
+        let avro = QueryAvro::new(py, &query_id, &streams.iter().map(String::as_str).collect::<Vec<_>>(), select.as_deref());
         let bit = self.core.register(QuerySpec { streams: from.clone(), window, preds });
-        self.queries.insert(bit, QueryInfo { id: query_id, from, select });
+        self.queries.insert(bit, QueryInfo { id: query_id, from, select, avro });
         Ok(bit)
     }
 
@@ -552,6 +716,31 @@ impl PyOperator {
         let out = PyList::empty(py);
         for event in &events {
             out.append(self.process_one(py, event, exact.bind(py))?.unwrap_or_else(|| none.clone()))?;
+        }
+        Ok(out)
+    }
+
+    /// `process_batch` for the worker, with the results written as Avro in Rust: per
+    /// event the empty tuple (no results), the key's maxts (an int) when it is late,
+    /// or a list of its results in `process_batch`'s order, each a `(query id, body)`
+    /// pair, `body` the Avro body of `juggler.Result` that
+    /// `result_body(result_record(r))` gives for the `Result` r, or the `Result`
+    /// itself where the native writer leaves it to Python (see `write_body`). An
+    /// event's results all have its key. `budget`: the bytes a result's Kafka key (its
+    /// key in UTF-8) and body may take together; a larger one is given as a `Result`,
+    /// and Python's `encode_result_bounded` omits its row.
+    fn process_batch_encoded<'py>(&mut self, py: Python<'py>, events: Vec<Bound<'py, PyAny>>, budget: i64) -> PyResult<Bound<'py, PyList>> {
+        let exact = self.exact.clone_ref(py);
+        let none = PyTuple::empty(py).into_any();
+        let out = PyList::empty(py);
+        let mut body = Vec::new();
+        for event in &events {
+            let (key, outcome) = self.evaluate(py, event, exact.bind(py))?;
+            out.append(match outcome {
+                Ok(hits) if hits.is_empty() => none.clone(),
+                Ok(hits) => self.encoded_results(py, key.to_str()?, hits, budget, &mut body)?.into_any(),
+                Err(maxts) => maxts.into_pyobject(py)?.into_any(),
+            })?;
         }
         Ok(out)
     }
