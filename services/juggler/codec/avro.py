@@ -399,9 +399,7 @@ class Codec:
         for bodies written elsewhere (the native operator's results). Every header
         of one codec has `header_size` bytes."""
         schema = self._get(name)
-        if self.registry is None:
-            return framing.single_object(schema.fingerprint, b"")
-        return self._header(schema, topic)
+        return schema.header if self.registry is None else self._header(schema, topic)
 
     @property
     def header_size(self) -> int:
