@@ -30,7 +30,7 @@ class FakeProducer:
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
                 **_: Any) -> None:
-        self.current.append(value.decode())
+        self.current.append(None if value is None else value.decode())
 
     def send_offsets_to_transaction(self, tps: list[Any], group: Any, timeout: float) -> None:
         self.offsets = {(tp.topic, tp.partition): tp.offset for tp in tps}
@@ -109,3 +109,24 @@ def test_submit_waits_when_the_queue_is_full(txns: Transactions,
     third.join(5)
     txns.wait()
     assert [m for m, _ in producer.done] == [["a"], ["b", "c"], ["d"]]
+
+
+def test_a_compacted_key_sent_again_in_one_transaction_is_written_once(txns: Transactions) -> None:
+    """Live, each round writes its keys' bounds to the state topic; merged into one
+    transaction, a reader of the compacted topic must see the last value per key (and
+    partition), written once."""
+    producer: FakeProducer = txns.producer  # type: ignore[assignment]
+    producer.gate.clear()
+    txns.submit(outbox("a", offset=1, log=[]), None)  # in flight
+    first, second = Outbox(), Outbox()
+    first.put("state", b"key:k1", b"bounds-1", 0)
+    first.put("state", b"key:k1", b"bounds-1", 1)  # another task's partition: kept
+    first.put("state", b"ref:7", b"", 0)
+    second.put("state", b"key:k1", b"bounds-2", 0)
+    second.put("state", b"ref:7", None, 0)  # the reference released a round later
+    assert not second.empty()
+    txns.submit(first, None)
+    txns.submit(second, None)  # merged with `first`
+    producer.gate.set()
+    txns.wait()
+    assert producer.done[-1][0] == ["bounds-2", "bounds-1", None]

@@ -159,15 +159,15 @@ class PartitionTask:
                         w.codec.encode(COMMAND_STATUS, self.live, topic=w.names.status))
             self.live = None
         for gone in self.unrestorable:
-            outbox.send(state, gone, None, self.partition)
+            outbox.put(state, gone, None, self.partition)
         self.unrestorable = []
         for ref, headers in self.fresh.items():
-            outbox.send(state, ref, b"", self.partition, headers)
+            outbox.put(state, ref, b"", self.partition, headers)
         self.fresh.clear()
         for key in dirty:
             bounds = self.engine.key_bounds(key)
             if bounds is not None:
-                outbox.send(state, (held_state.KEY + key).encode(),
+                outbox.put(state, (held_state.KEY + key).encode(),
                             held_state.key_meta(*bounds), self.partition)
         for stream, offset in self.order.commit_offsets().items():
             outbox.offsets[(self.topic_of[stream], self.partition)] = offset
@@ -224,7 +224,7 @@ class PartitionTask:
             _, floor = self.engine.key_bounds(key)
             for released in self.tracker.release(key, floor):
                 if self.fresh.pop(released, None) is None:
-                    outbox.send(state, released, None, self.partition)
+                    outbox.put(state, released, None, self.partition)
 
     def _log_late(self, reason: str) -> None:
         self._late_since_log += 1
@@ -303,11 +303,11 @@ class PartitionTask:
                 log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
                 return
             self.texts[qid] = command["text"]
-            outbox.send(state, (held_state.QUERY + qid).encode(),
+            outbox.put(state, (held_state.QUERY + qid).encode(),
                         held_state.query_record(self.query_seq, command["text"],
                                                 qid in self.own_topic), self.partition)
             if self.engine.horizon != horizon:
-                outbox.send(state, held_state.HORIZON.encode(),
+                outbox.put(state, held_state.HORIZON.encode(),
                             held_state.horizon_record(self.engine.horizon), self.partition)
             self.query_seq += 1
             self._publish(results, outbox, counts)
@@ -317,7 +317,7 @@ class PartitionTask:
             self.engine.deregister(qid)
             del self.texts[qid]
             self.own_topic.discard(qid)
-            outbox.send(state, (held_state.QUERY + qid).encode(), None, self.partition)
+            outbox.put(state, (held_state.QUERY + qid).encode(), None, self.partition)
             log.debug("partition %d: deregistered %r", self.partition, qid)
         headers = dict(record.headers or ())
         self.live = {"id": qid, "action": action, "status": "LIVE", "message": "",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,11 @@ class Outbox:
     """What one round produces, sent at commit time."""
 
     messages: list[Outgoing] = field(default_factory=list)
+    latest: dict[tuple[str, int, bytes], Outgoing] = field(default_factory=dict)
+    """Records of a compacted topic (the state topic) by (topic, partition, key): only
+    a key's last record in a transaction counts, so one sent again replaces the earlier
+    (`put`). Live, a round takes a few records and writes its keys' bounds each time;
+    merged into one transaction, a key's bounds are written once."""
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     """Input topic-partition -> next offset to read, committed with the messages."""
     after_commit: list[Callable[[], None]] = field(default_factory=list)
@@ -79,17 +84,25 @@ class Outbox:
              partition: int = -1, headers: Headers | None = None) -> None:
         self.messages.append((topic, value, key, partition, headers))
 
+    def put(self, topic: str, key: bytes, value: bytes | None, partition: int,
+            headers: Headers | None = None) -> None:
+        """`send` a record of a compacted topic, replacing the key's earlier record of
+        this transaction: what a reader of the topic keeps is the same."""
+        self.latest[(topic, partition, key)] = (topic, value, key, partition, headers)
+
     def then(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the round is committed (metrics, latency)."""
         self.after_commit.append(callback)
 
     def empty(self) -> bool:
-        return not self.messages and not self.offsets
+        return not self.messages and not self.latest and not self.offsets
 
     def merge(self, later: Outbox) -> None:
-        """Append a later round's outbox: its messages after these, its offsets over
-        these (they only move forward), its callbacks after these."""
+        """Append a later round's outbox: its messages after these, its compacted
+        records over these, its offsets over these (they only move forward), its
+        callbacks after these."""
         self.messages.extend(later.messages)
+        self.latest.update(later.latest)
         self.offsets.update(later.offsets)
         self.after_commit.extend(later.after_commit)
 
@@ -208,6 +221,7 @@ class Transactions:
         try:
             producer.begin_transaction()
             self._produce(outbox.messages)
+            self._produce(outbox.latest.values())
             if outbox.offsets:
                 producer.send_offsets_to_transaction(
                     [TopicPartition(t, p, o) for (t, p), o in outbox.offsets.items()],
@@ -222,7 +236,7 @@ class Transactions:
                     pass
             raise CommitFailed(f"transaction failed: {error}") from None
 
-    def _produce(self, messages: list[Outgoing]) -> None:
+    def _produce(self, messages: Iterable[Outgoing]) -> None:
         produce = self.producer.produce
         for topic, value, key, partition, headers in messages:
             while True:
