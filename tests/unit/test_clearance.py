@@ -18,7 +18,7 @@ CONTROL = ("juggler.control", 0)
 
 def _question(ask_group: bool, committed: int | None = None) -> Question:
     return Question(epoch=7, generation=1, waiting=(0,), committed=committed,
-                    ask_group=ask_group, ends=(CONTROL, ("juggler.fanout", 0)))
+                    ask_group=ask_group, fanout=(("juggler.fanout", 0),), idle=())
 
 
 def _wait_answer(asker: ClearanceAsker) -> clearance.Answer:

@@ -35,8 +35,11 @@ class Question:
     committed: int | None
     """The committed control offset, when the worker knows it (`ask_group` False)."""
     ask_group: bool
-    ends: tuple[TP, ...]
-    """The partitions whose log end to ask: the control partition first."""
+    fanout: tuple[TP, ...]
+    """The fanout partition of each waiting task, in `waiting`'s order."""
+    idle: tuple[TP, ...]
+    """The waiting tasks' empty stream partitions, whose log ends an idle wait needs:
+    asked in the same request, they cost no round trip of their own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,4 +86,5 @@ class ClearanceAsker:
         if question.ask_group:
             committed = group_offsets(self.admin, self.group, [self.control])[self.control]
         asked_at = time.monotonic()
-        return Answer(question, committed, log_ends(self.admin, question.ends), asked_at)
+        ends = log_ends(self.admin, (self.control, *question.fanout, *question.idle))
+        return Answer(question, committed, ends, asked_at)

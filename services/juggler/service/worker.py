@@ -499,12 +499,11 @@ class JugglerWorker:
         from juggler.service.clearance import Question
 
         known = self.control is not None and self._control_known
-        fanout = [(self.names.fanout, p) for p in waiting]
-        idle = [(self.names.stream(inp.stream), p) for p in waiting
-                for inp in self.tasks[p].order.inputs.values() if not inp.buffer]
+        fanout = tuple((self.names.fanout, p) for p in waiting)
+        idle = tuple((self.names.stream(inp.stream), p) for p in waiting
+                     for inp in self.tasks[p].order.inputs.values() if not inp.buffer)
         return Question(self._epoch, self._generation, tuple(waiting),
-                        self._control_committed if known else None, not known,
-                        (self.clearance.control, *fanout, *idle))
+                        self._control_committed if known else None, not known, fanout, idle)
 
     def _take_answer(self, answer: Answer) -> None:
         q = answer.question
@@ -512,16 +511,15 @@ class JugglerWorker:
             return  # a rebalance since: ask again for the tasks there are now
         if q.ask_group and self.control is not None:  # only this worker commits there now
             self._control_committed, self._control_known = answer.committed, True
-        for topic, p in q.ends[1 + len(q.waiting):]:  # the idle stream partitions
+        for topic, p in q.idle:
             inp = self.tasks[p].order.inputs[self.stream_of_topic[topic]]
             if answer.asked_at > inp.end_at:  # not over a later `_refresh_ends`
                 inp.end, inp.end_at = answer.ends[(topic, p)], answer.asked_at
                 inp.end_epoch = q.epoch
         end = answer.ends[self.clearance.control]
         if end == 0 or (answer.committed is not None and answer.committed >= end):
-            for p in q.waiting:
-                self._clearances.setdefault(p, []).append(
-                    (q.epoch, answer.ends[(self.names.fanout, p)]))
+            for p, fanout in zip(q.waiting, q.fanout):
+                self._clearances.setdefault(p, []).append((q.epoch, answer.ends[fanout]))
         else:  # commands under way: ask the group again next time, never trust an
             self._control_known = False  # answer that has not cleared anything
 
