@@ -159,10 +159,10 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
 def sustainable(sweep: list[dict[str, Any]], backlog_rate: float) -> float:
     """The largest swept producer rate the worker kept up with: where the issue's "half
     the sustainable rate" is measured from. Without a sweep, the backlog rate."""
-    kept = [r["rate"] for r in sweep if r["kept"] >= KEPT_UP * r["rate"]]
     if not sweep:
         return backlog_rate
-    return max(kept, default=sweep[0]["rate"])
+    return max((r["rate"] for r in sweep if r["kept"] >= KEPT_UP * r["rate"]),
+               default=sweep[0]["rate"])
 
 
 def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
