@@ -81,3 +81,27 @@ def test_own_topic_and_shared_topic_results_stay_apart() -> None:
 def test_a_cursor_is_url_safe_base64_of_partition_offsets() -> None:
     """Clients keep cursors: their format is what it was."""
     assert base64.urlsafe_b64decode(encode_cursor({0: 4, 3: 12}) + "==") == b"0:4,3:12"
+
+
+def test_the_indexing_process_runs_below_the_workers_priority() -> None:
+    """The index yields the CPU to the worker's loop (`INDEX_NICENESS`): on a small
+    machine it preempted the loop that every result waits for. No broker is needed:
+    the process lowers its priority before it connects."""
+    import os
+    import time
+
+    from juggler.service.results_store import INDEX_NICENESS
+
+    store = ResultsStore({"bootstrap.servers": "127.0.0.1:9", "log_level": 0}, SHARED)
+    store.start()
+    try:
+        pid = store.process.pid
+        assert pid is not None
+        deadline = time.monotonic() + 60  # a spawned interpreter importing on a busy machine
+        while os.getpriority(os.PRIO_PROCESS, pid) < os.getpriority(os.PRIO_PROCESS, 0) \
+                + INDEX_NICENESS and store.process.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) \
+            + INDEX_NICENESS
+    finally:
+        store.stop()

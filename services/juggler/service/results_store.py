@@ -56,6 +56,14 @@ CREATE TABLE IF NOT EXISTS ends (
 """
 """`ends`: per topic partition, the offset up to which `results` holds every result."""
 
+INDEX_NICENESS = 10
+"""How much the indexing process lowers its own CPU priority (`os.nice`). The index is a
+cache that may lag; the worker's loop, the commit thread and (on a small machine) the
+broker are the path of every result. On workload K (2 cores shared with the broker)
+the index took 3.5-4.5 CPU-s per 100,000 events, more than the worker's own process,
+and preempted its loop; at niceness 10 it gets about a tenth of a contended core and
+catches up whenever the loop waits. Measured: K's backlog 1.05x faster."""
+
 TP = tuple[str, int]
 Row = tuple[str, str, int, int, str]
 
@@ -178,6 +186,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     from juggler.logs import log_to_stderr
 
     log_to_stderr(loglevel)
+    os.nice(INDEX_NICENESS)
     conn = _connect(path)
     codec = options.codec()
     parent = multiprocessing.parent_process()
