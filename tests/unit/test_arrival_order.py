@@ -419,15 +419,38 @@ def test_several_idle_partitions_are_all_asked_again() -> None:
     caught_up(order, "B", 1)
     caught_up(order, "H", 0)
     order.inputs["T"].position, order.inputs["T"].end = 0, 1
-    assert order.next(1.0) == Wait()  # T has a record in the log: no idling yet
-    caught_up(order, "T", 1)  # it was a transaction marker
-    assert order.next(1.2) == Wait(until=1.7)
+    assert order.next(1.0) == Wait()  # T has a record in the log: B waits for it,
+    caught_up(order, "T", 1)  # and H's idle clock runs (T's was a transaction marker)
+    assert order.next(1.2) == Wait(until=1.5)
     h, t = order.inputs["H"], order.inputs["T"]
-    assert order.next(1.7) == Wait(refresh=(h, t))
-    h.end_at = 1.7
+    assert order.next(1.5) == Wait(refresh=(h,), until=1.7)
+    h.end_at = 1.5
     assert order.next(1.7) == Wait(refresh=(t,))
     t.end_at = 1.7
     assert take_all(order, 1.7)[0] == [("B", 0)]
+
+
+def test_the_idle_wait_overlaps_the_fetch_of_a_backlog() -> None:
+    """A backlog comes one partition after another: B is fetched while H's records are
+    still in the log and K never had any. K's max_idle_ms runs from B's first record,
+    not from when H is fetched too, so a backlog fetched in longer than max_idle_ms
+    does not wait for K once more after its fetch; and H's record, in the log before
+    B's was taken, still comes first."""
+    order = ArrivalOrder(["B", "H", "K"], 500)
+    order.cleared_epoch = 0
+    fetch(order, "B", [(0, 2)])
+    caught_up(order, "B", 1)
+    caught_up(order, "K", 0, at=0.0)
+    order.inputs["H"].position, order.inputs["H"].end = 0, 1
+    assert order.next(0.1) == Wait()  # H not fetched yet
+    fetch(order, "H", [(0, 1)])
+    caught_up(order, "H", 1)
+    k = order.inputs["K"]
+    assert order.next(0.7) == Wait(refresh=(k,))  # past K's deadline: only its end asked
+    k.end_at = 0.7
+    taken, wait = take_all(order, 0.7)
+    assert taken == [("H", 0)]  # (H, now empty, had a record: B waits for it anew)
+    assert wait == Wait(until=1.2)
 
 
 def test_a_long_idle_partition_is_asked_again_before_a_later_record_overtakes_it() -> None:

@@ -136,7 +136,7 @@ class ArrivalOrder:
     def next(self, now: float) -> Step:
         barrier = self.barriers[0] if self.barriers else None
         best: Input | None = None
-        blocked = False
+        waiting = blocked = False
         refresh: list[Input] = []
         idle: list[Input] = []
         for inp in self.inputs.values():
@@ -147,6 +147,7 @@ class ArrivalOrder:
                     continue  # done with this segment
                 if head.ts is None:
                     return Take(inp, head)
+                waiting = True
                 if head.epoch > self.cleared_epoch:
                     blocked = True
                     continue
@@ -165,6 +166,15 @@ class ArrivalOrder:
                 refresh.append(inp)
             else:
                 idle.append(inp)
+        deadlines: list[tuple[Input, float]] = []
+        if waiting:
+            # the idle clock runs from when a record first waited for the partition,
+            # also while others block it (not fetched yet, or not cleared): a backlog
+            # fetched one partition after another waited max_idle_ms after its fetch
+            for inp in idle:
+                if inp.idle_deadline is None:
+                    inp.idle_deadline = now + self.max_idle
+                deadlines.append((inp, inp.idle_deadline))
         if blocked:
             return Wait(tuple(refresh))
         if best is None:
@@ -175,12 +185,10 @@ class ArrivalOrder:
                     inp.idle_deadline = None
             return Wait()
         until = None
-        for inp in idle:
-            if inp.idle_deadline is None:
-                inp.idle_deadline = now + self.max_idle
-            if now < inp.idle_deadline:
-                until = inp.idle_deadline if until is None else min(until, inp.idle_deadline)
-            elif inp.end_at < inp.idle_deadline or inp.end_epoch < best.buffer[0].epoch:
+        for inp, deadline in deadlines:
+            if now < deadline:
+                until = deadline if until is None else min(until, deadline)
+            elif inp.end_at < deadline or inp.end_epoch < best.buffer[0].epoch:
                 refresh.append(inp)  # ask the log end again before going on without it
         if until is not None or refresh:
             return Wait(tuple(refresh), until)
