@@ -176,6 +176,52 @@ impl CheckSets {
     }
 }
 
+/// A window list (factor 1) a query uses at a node: it bounds a partner's ts by the
+/// ts bound at depth `other`, exactly. `ti`: the query's own (tightest) constant.
+#[derive(Clone, Copy, Debug)]
+struct OwnWindow {
+    list: usize,
+    other: usize,
+    partner_is_left: bool,
+    ti: Option<i128>,
+}
+
+/// A join or attribute range list a query uses at a node, which a value-index probe
+/// over the partner's `slot` can serve it by: `own`, the query's own (tightest)
+/// constant in it and the list's `row` of the queries at least as tight.
+#[derive(Clone, Copy, Debug)]
+struct OwnRange {
+    list: usize,
+    slot: usize,
+    /// A join list: the bound side's (depth, slot) and whether the partner is the
+    /// left side; None for an attribute list.
+    join: Option<((usize, usize), bool)>,
+    own: Option<(f64, usize)>,
+}
+
+/// Per query bit, its window lists (in the node's order) and its join then attribute
+/// range lists (in its `checks_of` and `attrs_of` order) at a node, with its own
+/// constants in each: what a retrieval for it reads, where finding its tightest entry
+/// in each list (a binary search) per retrieval was a fifth of J n=100's time. Made
+/// from the lists, so remade when a registration changes them (`Operator::plan`).
+#[derive(Clone, Debug, Default)]
+struct OwnPlans {
+    /// Per bit: its windows' start and end in `windows`, its ranges' in `ranges`.
+    runs: Vec<[u32; 4]>,
+    windows: Vec<OwnWindow>,
+    ranges: Vec<OwnRange>,
+}
+
+impl OwnPlans {
+    fn windows(&self, bit: usize) -> &[OwnWindow] {
+        self.runs.get(bit).map_or(&[], |r| &self.windows[r[0] as usize..r[1] as usize])
+    }
+
+    fn ranges(&self, bit: usize) -> &[OwnRange] {
+        self.runs.get(bit).map_or(&[], |r| &self.ranges[r[2] as usize..r[3] as usize])
+    }
+}
+
 impl Node {
     /// The checks of filter phase `phase` (the window lists, or the join lists) in
     /// `set`, a union of `check_sets`, in the node's order.
@@ -188,6 +234,8 @@ impl Node {
 #[derive(Clone, Debug)]
 struct Node {
     stream: u32,
+    /// Its place in its paths: the events bound before its partner.
+    depth: usize,
     mask: Vec<u64>,
     ends: Vec<u64>,
     widest: i64,
@@ -204,6 +252,7 @@ struct Node {
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
     attrs_of: PerBit,
+    own: OwnPlans,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -306,6 +355,8 @@ pub struct Operator {
     scratch: Vec<Scratch>,
     /// `ALONE` (the tests also run with 0: MAXWINDOW slices only).
     alone: usize,
+    /// Whether the lists changed since the nodes' `own` plans were made.
+    unplanned: bool,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -522,6 +573,7 @@ impl Operator {
             self.rebuild(list);
         }
         self.queries.insert(bit, Registered { order, spec, lists });
+        self.unplanned = true;
         bit
     }
 
@@ -558,6 +610,7 @@ impl Operator {
             self.stream_mut(s).version += 1;
         }
         self.free_bits.push(bit);
+        self.unplanned = true;
     }
 
     fn grow(&mut self, nw: usize) {
@@ -666,7 +719,7 @@ impl Operator {
             let mut node = match self.roots.get(&root) {
                 Some(&n) => n,
                 None => {
-                    self.nodes.push(self.new_node(root));
+                    self.nodes.push(self.new_node(root, 0));
                     self.roots.insert(root, self.nodes.len() - 1);
                     self.nodes.len() - 1
                 }
@@ -680,7 +733,7 @@ impl Operator {
                     node = match found {
                         Some(c) => c,
                         None => {
-                            self.nodes.push(self.new_node(stream));
+                            self.nodes.push(self.new_node(stream, depth));
                             let c = self.nodes.len() - 1;
                             self.nodes[node].children.push(c);
                             c
@@ -765,9 +818,53 @@ impl Operator {
         path
     }
 
-    fn new_node(&self, stream: u32) -> Node {
-        Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0, attrs_of: PerBit::default() }
+    fn new_node(&self, stream: u32, depth: usize) -> Node {
+        Node { stream, depth, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(),
+               checks: Vec::new(), checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0,
+               attrs_of: PerBit::default(), own: OwnPlans::default() }
+    }
+
+    /// Make every node's `own` plans from the current lists, if they changed.
+    fn plan(&mut self) {
+        if !std::mem::take(&mut self.unplanned) {
+            return;
+        }
+        for n in 0..self.nodes.len() {
+            let own = self.own_plans(&self.nodes[n]);
+            self.nodes[n].own = own;
+        }
+    }
+
+    fn own_plans(&self, c: &Node) -> OwnPlans {
+        let mut plans = OwnPlans::default();
+        for bit in 0..self.next_bit {
+            let (w, r) = (plans.windows.len() as u32, plans.ranges.len() as u32);
+            for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
+                let ListRef::Range(j) = check.list else { continue };
+                let list = &self.ranges[j];
+                let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
+                let Some((partner_is_left, _, other)) = bound_side(check, c.depth) else { continue };
+                let ti = list.tightest(bit).map(|(_, ti)| ti);
+                plans.windows.push(OwnWindow { list: j, other: other.0, partner_is_left, ti });
+            }
+            for &k in c.checks_of.of(bit) {
+                let check = &c.checks[k as usize];
+                let ListRef::Range(j) = check.list else { continue };
+                // a window predicate: the time range already holds it
+                let Some((partner_is_left, slot, other)) = bound_side(check, c.depth).filter(|_| !check.window) else {
+                    continue;
+                };
+                let own = self.ranges[j].tighter(bit);
+                plans.ranges.push(OwnRange { list: j, slot, join: Some((other, partner_is_left)), own });
+            }
+            let attr = &self.streams[c.stream as usize].attr;
+            for &k in c.attrs_of.of(bit) {
+                let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
+                plans.ranges.push(OwnRange { list: j, slot, join: None, own: self.ranges[j].tighter(bit) });
+            }
+            plans.runs.push([w, plans.windows.len() as u32, r, plans.ranges.len() as u32]);
+        }
+        plans
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
@@ -839,6 +936,7 @@ impl Operator {
 
     /// Accept an event and return the results whose last event it is (DESIGN 3).
     pub fn process(&mut self, ev: Incoming, exact: &mut dyn Exact) -> Result<Vec<Hit>, Late> {
+        self.plan();
         if !self.keys.contains_key(ev.key) {
             self.keys.insert(ev.key.into(), KeyState::default());
         }
@@ -908,6 +1006,7 @@ impl Operator {
     /// Results of the query with `bit` over the events already held, each from the
     /// event that arrived last (PSoup's query-data duality).
     pub fn history(&mut self, bit: usize, exact: &mut dyn Exact) -> Vec<(Box<str>, Hit)> {
+        self.plan();
         let Some(q) = self.queries.get(&bit) else { return Vec::new() };
         let streams = q.spec.streams.clone();
         let mut keys: Vec<Box<str>> = self.keys.keys().cloned().collect();
@@ -1271,21 +1370,17 @@ impl Operator {
     /// the window type. Times are ints, so the bounds are exact.
     fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
                 mut hi: i128) -> (i128, i128) {
+        debug_assert_eq!(partial.len(), c.depth);
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
         let r = words(group);
         let single = group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
-        // its set, not its list of indices: one read where there were two
-        for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
-            let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
+        for &OwnWindow { list, other, partner_is_left, ti } in c.own.windows(bit) {
+            let list = &self.ranges[list];
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti (a
             // query alone: its own tightest)
-            let threshold = if single { list.tightest(bit) } else { loosest_of_all(list, group, &r) };
-            let Some((_, ti)) = threshold else { continue };
-            let (os, oi) = partial[other.0];
+            let Some(ti) = (if single { ti } else { loosest_of_all(list, group, &r).map(|(_, ti)| ti) }) else { continue };
+            let (os, oi) = partial[other];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
             match (partner_is_left, list.lower) {
@@ -1298,37 +1393,38 @@ impl Operator {
         (lo, hi)
     }
 
-    /// The range of a partner's column each of query `bit`'s lists allows at a
-    /// constant `pick` chooses in it (None: skip the list), widened past rounding (the
-    /// lists' exact filter decides): one per join list whose other side is bound to a
-    /// number, one per attribute range list of the partner's stream, passed to `each`
-    /// as (partner slot, the range, the queries `pick` says it serves, the list's
-    /// predicate type).
+    /// The range of a partner's column each of query `bit`'s lists allows at its own
+    /// constant in it, or with `shared` (a group of queries and its words) at the
+    /// loosest constant of the group's queries when all of them use the list (else the
+    /// list is skipped), widened past rounding (the lists' exact filter decides): one
+    /// per join list whose other side is bound to a number, one per attribute range
+    /// list of the partner's stream, passed to `each` as (partner slot, the range, the
+    /// queries it serves: those at least as tight as the query, or all the list's
+    /// users, the list's predicate type).
     fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
-                          pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
-                          mut each: impl FnMut(Bound, &'a [u64], Phase)) {
-        for &k in c.checks_of.of(bit) {
-            let check = &c.checks[k as usize];
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            // a window predicate: the time range already holds it
-            let Some((partner_is_left, slot, other)) = bound_side(check, partial.len()).filter(|_| !check.window) else {
-                continue;
+                          shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &'a [u64], Phase)) {
+        debug_assert_eq!(partial.len(), c.depth);
+        for &OwnRange { list, slot, join, own } in c.own.ranges(bit) {
+            let list = &self.ranges[list];
+            let ov = match join {
+                Some((other, _)) => {
+                    let (os, oi) = partial[other.0];
+                    let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
+                    ov
+                }
+                None => 0.0,
             };
-            let (os, oi) = partial[other.0];
-            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((o, served)) = pick(list) else { continue };
-            if let Some((lo, hi)) = join_range(list, partner_is_left, ov, o) {
-                each(Bound { slot, lo, hi }, served, Phase::J);
-            }
-        }
-        let attr = &self.streams[c.stream as usize].attr;
-        for &k in c.attrs_of.of(bit) {
-            let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
-            let list = &self.ranges[j];
-            let Some((t, served)) = pick(list) else { continue };
-            let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
-            if t.is_finite() {
+            let picked = match shared {
+                None => own.map(|(t, row)| (t, list.row(row))),
+                Some((group, r)) => loosest_of_all(list, group, r).map(|(t, _)| (t, list.users())),
+            };
+            let Some((t, served)) = picked else { continue };
+            if let Some((_, partner_is_left)) = join {
+                if let Some((lo, hi)) = join_range(list, partner_is_left, ov, t) {
+                    each(Bound { slot, lo, hi }, served, Phase::J);
+                }
+            } else if t.is_finite() {
+                let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
                 each(Bound { slot, lo, hi }, served, Phase::A);
             }
@@ -1366,13 +1462,10 @@ impl Operator {
             } else if joins && single && let Some(bit) = first {
                 // a query alone: its own (tightest) constants in each of its lists, as
                 // `cover` finds them for the query a probe is chosen for
-                self.partner_ranges(ks, c, partial, bit, |list| list.tighter(bit), |b, _, _| bounds.push(b));
+                self.partner_ranges(ks, c, partial, bit, None, |b, _, _| bounds.push(b));
             } else if joins && let Some(bit) = first {
                 let r = words(slice);
-                let shared = |list: &'a RangeList| {
-                    loosest_of_all(list, slice, &r).map(|(t, _)| (t, list.users()))
-                };
-                self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
+                self.partner_ranges(ks, c, partial, bit, Some((slice, &r)), |b, _, _| bounds.push(b));
             }
             sv.list.push(Sieve { tlo, thi, bounds });
             sv.of.extend_from_slice(slice);
@@ -1502,8 +1595,7 @@ impl Operator {
         let mut ranges = Vec::new();
         while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
-            let own = |list: &'a RangeList| list.tighter(bit);
-            self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
+            self.partner_ranges(ks, c, partial, bit, None, |b, served, phase| ranges.push((b, served, phase)));
             let mut best = None;
             for &(Bound { slot, lo, hi }, served, phase) in &ranges {
                 let x = ks.stores[s].index(slot);
