@@ -1368,18 +1368,30 @@ impl Operator {
     /// The node's time range narrowed by each window list (a `ts` against a bound
     /// stream's `ts`) in which every query of `group` has a predicate: the WES probe of
     /// the window type. Times are ints, so the bounds are exact.
-    fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
-                mut hi: i128) -> (i128, i128) {
-        debug_assert_eq!(partial.len(), c.depth);
+    fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], lo: i128,
+                hi: i128) -> (i128, i128) {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
         let r = words(group);
         let single = group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
+        self.narrowed_for(ks, c, partial, bit, (!single).then_some((group, &r)), lo, hi)
+    }
+
+    /// `narrowed` for query `bit` alone, or for the group `shared` (and its words) whose
+    /// first query `bit` is.
+    #[allow(clippy::too_many_arguments)]
+    fn narrowed_for(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
+                    shared: Option<(&[u64], &Words)>, mut lo: i128, mut hi: i128) -> (i128, i128) {
+        debug_assert_eq!(partial.len(), c.depth);
         for &OwnWindow { list, other, partner_is_left, ti } in c.own.windows(bit) {
             let list = &self.ranges[list];
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti (a
             // query alone: its own tightest)
-            let Some(ti) = (if single { ti } else { loosest_of_all(list, group, &r).map(|(_, ti)| ti) }) else { continue };
+            let ti = match shared {
+                None => ti,
+                Some((group, r)) => loosest_of_all(list, group, r).map(|(_, ti)| ti),
+            };
+            let Some(ti) = ti else { continue };
             let (os, oi) = partial[other];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
@@ -1432,64 +1444,72 @@ impl Operator {
     }
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
-    /// to `sv`: one per slice of `q` (`slices`: each query alone up to `alone`
-    /// queries, else State-Slice's MAXWINDOW slices), with the slice's time range
-    /// narrowed by the window lists all its queries use, and (with `joins`) the ranges
-    /// of every join and attribute list all its queries use (`own`: a query and its
-    /// ranges, known already for a slice of that query alone). A partner outside them
-    /// is of use to none of the slice's queries; a slice with an empty time range gets
-    /// no sieve.
+    /// to `sv`: one per query up to `alone` queries, else one per State-Slice
+    /// MAXWINDOW slice (`slices`), each with its time range narrowed by the window
+    /// lists all its queries use, and (with `joins`) the ranges of every join and
+    /// attribute list all its queries use (`own`: a query and its ranges, known
+    /// already for a sieve of that query alone). A partner outside them is of use to
+    /// none of the sieve's queries; a sieve with an empty time range is left out.
     #[allow(clippy::too_many_arguments)]
-    fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
-              own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-              alone: usize, sv: &mut Sieves) {
+    fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64], own: Option<(usize, &[Bound])>,
+              range: (i128, i128), times: (i64, i64), joins: bool, alone: usize, sv: &mut Sieves) {
         let nw = self.nw;
-        self.slices(q, alone, &mut sv.slices, &mut sv.widest);
-        for (k, &w) in sv.widest.iter().enumerate() {
-            let slice = &sv.slices[k * nw..(k + 1) * nw];
-            let w = w as i128;
-            let (tlo, thi) = self.narrowed(ks, c, partial, slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
-            if tlo > thi {
-                continue;
-            }
-            // The lists all the slice's queries use are among any one query's.
-            let mut bounds = sv.spare.pop().unwrap_or_default();
-            bounds.clear();
-            let single = slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1;
-            let first = first_bit(slice);
-            if let Some((_, ranges)) = own.filter(|(bit, _)| single && first == Some(*bit)) {
-                bounds.extend_from_slice(ranges);
-            } else if joins && single && let Some(bit) = first {
-                // a query alone: its own (tightest) constants in each of its lists, as
-                // `cover` finds them for the query a probe is chosen for
-                self.partner_ranges(ks, c, partial, bit, None, |b, _, _| bounds.push(b));
-            } else if joins && let Some(bit) = first {
-                let r = words(slice);
-                self.partner_ranges(ks, c, partial, bit, Some((slice, &r)), |b, _, _| bounds.push(b));
-            }
-            sv.list.push(Sieve { tlo, thi, bounds });
-            sv.of.extend_from_slice(slice);
-        }
-    }
-
-    /// `q` split into `slices` (the queries, `nw` words each) and `widest` (their
-    /// widest window): up to `alone` queries, one slice per query; else by MAXWINDOW,
-    /// narrowest first, one slice per window, adjacent windows merged into at most
-    /// `SLICES` slices.
-    fn slices(&self, q: &[u64], alone: usize, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
-        slices.clear();
-        widest.clear();
         let r = words(q);
         if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= alone {
             for bit in bits(&q[r.clone()]).map(|b| r.start * 64 + b) {
-                slices.resize(slices.len() + q.len(), 0);
-                let at = slices.len() - q.len();
-                slices[at + bit / 64] |= 1 << (bit % 64);
                 let (w, _) = self.windows.iter().find(|(_, m)| m[bit / 64] & (1 << (bit % 64)) != 0).expect("a registered query");
-                widest.push(*w);
+                if let Some(sieve) = self.sieve(ks, c, partial, bit, None, *w, own, range, times, joins, &mut sv.spare) {
+                    sv.list.push(sieve);
+                    sv.of.extend((0..nw).map(|w| if w == bit / 64 { 1 << (bit % 64) } else { 0 }));
+                }
             }
             return;
         }
+        self.slices(q, &r, &mut sv.slices, &mut sv.widest);
+        for (slice, &w) in sv.slices.chunks(nw).zip(&sv.widest) {
+            let r = words(slice);
+            let single = slice[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
+            let bit = first_bit(slice).expect("no slice is empty");
+            let shared = (!single).then_some((slice, &r));
+            if let Some(sieve) = self.sieve(ks, c, partial, bit, shared, w, own, range, times, joins, &mut sv.spare) {
+                sv.list.push(sieve);
+                sv.of.extend_from_slice(slice);
+            }
+        }
+    }
+
+    /// The sieve of query `bit` alone, or of the group `shared` (and its words) whose
+    /// first query `bit` is, given its widest window `w` (see `sieves`): None when its
+    /// time range is empty. Its bound vector is one of `spare`'s.
+    #[allow(clippy::too_many_arguments)]
+    fn sieve(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize, shared: Option<(&[u64], &Words)>,
+             w: i64, own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
+             spare: &mut Vec<Vec<Bound>>) -> Option<Sieve> {
+        let w = w as i128;
+        let (tlo, thi) = self.narrowed_for(ks, c, partial, bit, shared, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+        if tlo > thi {
+            return None;
+        }
+        // The lists all the sieve's queries use are among any one query's. A query
+        // alone: its own (tightest) constants in each of its lists, as `cover` finds
+        // them for the query a probe is chosen for.
+        let mut bounds = spare.pop().unwrap_or_default();
+        bounds.clear();
+        match own {
+            Some((of, ranges)) if shared.is_none() && of == bit => bounds.extend_from_slice(ranges),
+            _ if joins => self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b)),
+            _ => {}
+        }
+        Some(Sieve { tlo, thi, bounds })
+    }
+
+    /// `q` (`r`: its words) split into State-Slice's MAXWINDOW slices: by MAXWINDOW,
+    /// narrowest first, one slice per window, adjacent windows merged into at most
+    /// `SLICES` slices, into `slices` (the queries, `nw` words each) and `widest`
+    /// (their widest window).
+    fn slices(&self, q: &[u64], r: &Words, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
+        slices.clear();
+        widest.clear();
         let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
         let per_slice = present().count().div_ceil(SLICES).max(1);
         for (k, (w, m)) in present().enumerate() {
