@@ -343,6 +343,8 @@ pub struct Operator {
     windows: Vec<(i64, Vec<u64>)>,
     /// Row p: the queries whose MAXWINDOW is below windows[p].0.
     narrower: Vec<Vec<u64>>,
+    /// Per query bit, its MAXWINDOW.
+    window_of: Vec<i64>,
     queries: FxHashMap<usize, Registered>,
     free_bits: Vec<usize>,
     next_bit: usize,
@@ -868,6 +870,10 @@ impl Operator {
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
+        if self.window_of.len() <= bit {
+            self.window_of.resize(bit + 1, 0);
+        }
+        self.window_of[bit] = window;
         match self.windows.iter_mut().find(|(w, _)| *w == window) {
             Some((_, m)) => set(m, bit, true),
             None => {
@@ -1380,6 +1386,7 @@ impl Operator {
     /// `narrowed` for query `bit` alone, or for the group `shared` (and its words) whose
     /// first query `bit` is.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn narrowed_for(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
                     shared: Option<(&[u64], &Words)>, mut lo: i128, mut hi: i128) -> (i128, i128) {
         debug_assert_eq!(partial.len(), c.depth);
@@ -1457,8 +1464,8 @@ impl Operator {
         let r = words(q);
         if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= alone {
             for bit in bits(&q[r.clone()]).map(|b| r.start * 64 + b) {
-                let (w, _) = self.windows.iter().find(|(_, m)| m[bit / 64] & (1 << (bit % 64)) != 0).expect("a registered query");
-                if let Some(sieve) = self.sieve(ks, c, partial, bit, None, *w, own, range, times, joins, &mut sv.spare) {
+                let w = self.window_of[bit];
+                if let Some(sieve) = self.sieve(ks, c, partial, bit, None, w, own, range, times, joins, &mut sv.spare) {
                     sv.list.push(sieve);
                     sv.of.extend((0..nw).map(|w| if w == bit / 64 { 1 << (bit % 64) } else { 0 }));
                 }
@@ -1482,6 +1489,7 @@ impl Operator {
     /// first query `bit` is, given its widest window `w` (see `sieves`): None when its
     /// time range is empty. Its bound vector is one of `spare`'s.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn sieve(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize, shared: Option<(&[u64], &Words)>,
              w: i64, own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
              spare: &mut Vec<Vec<Bound>>) -> Option<Sieve> {
