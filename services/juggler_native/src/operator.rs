@@ -1458,6 +1458,7 @@ impl Operator {
     /// already for a sieve of that query alone). A partner outside them is of use to
     /// none of the sieve's queries; a sieve with an empty time range is left out.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64], own: Option<(usize, &[Bound])>,
               range: (i128, i128), times: (i64, i64), joins: bool, alone: usize, sv: &mut Sieves) {
         let nw = self.nw;
