@@ -455,17 +455,19 @@ struct IndexProbe {
 struct Probes {
     chosen: Vec<IndexProbe>,
     covered: Vec<u64>,
+    /// The probes' own ranges, then those of the retrieval's other sieves: each
+    /// sieve's bounds are a run in it.
     bounds: Vec<Bound>,
     uncovered: Vec<u64>,
+    /// The ranges of the query being covered, and the step of its plan each is of.
+    ranges: Vec<(Bound, OwnRange, Phase)>,
 }
 
-/// The sieves of a retrieval and the queries of each (`nw` words per sieve), with the
-/// bound vectors of sieves cleared away kept for the next ones.
+/// The sieves of a retrieval and the queries of each (`nw` words per sieve).
 #[derive(Default)]
 struct Sieves {
     list: Vec<Sieve>,
     of: Vec<u64>,
-    spare: Vec<Vec<Bound>>,
     /// `Operator::slices`' output: the queries of each slice (`nw` words each) and
     /// its widest window.
     slices: Vec<u64>,
@@ -474,7 +476,7 @@ struct Sieves {
 
 impl Sieves {
     fn clear(&mut self) {
-        self.spare.extend(self.list.drain(..).map(|sieve| sieve.bounds));
+        self.list.clear();
         self.of.clear();
     }
 }
@@ -1417,13 +1419,13 @@ impl Operator {
     /// loosest constant of the group's queries when all of them use the list (else the
     /// list is skipped), widened past rounding (the lists' exact filter decides): one
     /// per join list whose other side is bound to a number, one per attribute range
-    /// list of the partner's stream, passed to `each` as (partner slot, the range, the
-    /// queries it serves: those at least as tight as the query, or all the list's
-    /// users, the list's predicate type).
-    fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
-                          shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &'a [u64], Phase)) {
+    /// list of the partner's stream, passed to `each` as (partner slot and range, the
+    /// list's step in the query's plan, the list's predicate type).
+    fn partner_ranges(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
+                      shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &OwnRange, Phase)) {
         debug_assert_eq!(partial.len(), c.depth);
-        for &OwnRange { list, slot, join, own } in c.own.ranges(bit) {
+        for step in c.own.ranges(bit) {
+            let &OwnRange { list, slot, join, own } = step;
             let list = &self.ranges[list];
             let ov = match join {
                 Some((other, _)) => {
@@ -1434,18 +1436,18 @@ impl Operator {
                 None => 0.0,
             };
             let picked = match shared {
-                None => own.map(|(t, row)| (t, list.row(row))),
-                Some((group, r)) => loosest_of_all(list, group, r).map(|(t, _)| (t, list.users())),
+                None => own.map(|(t, _)| t),
+                Some((group, r)) => loosest_of_all(list, group, r).map(|(t, _)| t),
             };
-            let Some((t, served)) = picked else { continue };
+            let Some(t) = picked else { continue };
             if let Some((_, partner_is_left)) = join {
                 if let Some((lo, hi)) = join_range(list, partner_is_left, ov, t) {
-                    each(Bound { slot, lo, hi }, served, Phase::J);
+                    each(Bound { slot, lo, hi }, step, Phase::J);
                 }
             } else if t.is_finite() {
                 let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
-                each(Bound { slot, lo, hi }, served, Phase::A);
+                each(Bound { slot, lo, hi }, step, Phase::A);
             }
         }
     }
@@ -1454,19 +1456,21 @@ impl Operator {
     /// to `sv`: one per query up to `alone` queries, else one per State-Slice
     /// MAXWINDOW slice (`slices`), each with its time range narrowed by the window
     /// lists all its queries use, and (with `joins`) the ranges of every join and
-    /// attribute list all its queries use (`own`: a query and its ranges, known
-    /// already for a sieve of that query alone). A partner outside them is of use to
-    /// none of the sieve's queries; a sieve with an empty time range is left out.
+    /// attribute list all its queries use (`own`: a query and where `bounds` holds its
+    /// ranges, known already for a sieve of that query alone), appended to `bounds`.
+    /// A partner outside them is of use to none of the sieve's queries; a sieve with
+    /// an empty time range is left out.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64], own: Option<(usize, &[Bound])>,
-              range: (i128, i128), times: (i64, i64), joins: bool, alone: usize, sv: &mut Sieves) {
+    fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64],
+              own: Option<(usize, std::ops::Range<usize>)>, range: (i128, i128), times: (i64, i64), joins: bool,
+              alone: usize, bounds: &mut Vec<Bound>, sv: &mut Sieves) {
         let nw = self.nw;
         let r = words(q);
         if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= alone {
             for bit in bits(&q[r.clone()]).map(|b| r.start * 64 + b) {
                 let w = self.window_of[bit];
-                if let Some(sieve) = self.sieve(ks, c, partial, bit, None, w, own, range, times, joins, &mut sv.spare) {
+                if let Some(sieve) = self.sieve(ks, c, partial, bit, None, w, own.clone(), range, times, joins, bounds) {
                     sv.list.push(sieve);
                     sv.of.extend((0..nw).map(|w| if w == bit / 64 { 1 << (bit % 64) } else { 0 }));
                 }
@@ -1479,7 +1483,7 @@ impl Operator {
             let single = slice[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
             let bit = first_bit(slice).expect("no slice is empty");
             let shared = (!single).then_some((slice, &r));
-            if let Some(sieve) = self.sieve(ks, c, partial, bit, shared, w, own, range, times, joins, &mut sv.spare) {
+            if let Some(sieve) = self.sieve(ks, c, partial, bit, shared, w, own.clone(), range, times, joins, bounds) {
                 sv.list.push(sieve);
                 sv.of.extend_from_slice(slice);
             }
@@ -1488,12 +1492,12 @@ impl Operator {
 
     /// The sieve of query `bit` alone, or of the group `shared` (and its words) whose
     /// first query `bit` is, given its widest window `w` (see `sieves`): None when its
-    /// time range is empty. Its bound vector is one of `spare`'s.
+    /// time range is empty.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn sieve(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize, shared: Option<(&[u64], &Words)>,
-             w: i64, own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-             spare: &mut Vec<Vec<Bound>>) -> Option<Sieve> {
+             w: i64, own: Option<(usize, std::ops::Range<usize>)>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64),
+             joins: bool, bounds: &mut Vec<Bound>) -> Option<Sieve> {
         let w = w as i128;
         let (tlo, thi) = self.narrowed_for(ks, c, partial, bit, shared, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
         if tlo > thi {
@@ -1502,14 +1506,17 @@ impl Operator {
         // The lists all the sieve's queries use are among any one query's. A query
         // alone: its own (tightest) constants in each of its lists, as `cover` finds
         // them for the query a probe is chosen for.
-        let mut bounds = spare.pop().unwrap_or_default();
-        bounds.clear();
-        match own {
-            Some((of, ranges)) if shared.is_none() && of == bit => bounds.extend_from_slice(ranges),
-            _ if joins => self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b)),
-            _ => {}
-        }
-        Some(Sieve { tlo, thi, bounds })
+        let ranges = match own {
+            Some((of, ranges)) if shared.is_none() && of == bit => ranges,
+            _ => {
+                let start = bounds.len();
+                if joins {
+                    self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
+                }
+                start..bounds.len()
+            }
+        };
+        Some(Sieve { tlo, thi, bounds: ranges })
     }
 
     /// `q` (`r`: its words) split into State-Slice's MAXWINDOW slices: by MAXWINDOW,
@@ -1549,23 +1556,25 @@ impl Operator {
         let in_window = ks.stores[s].between(lo, hi);
         let Retrieval { candidates, only, found, rest, probes, sieves } = rt;
         sieves.clear();
+        probes.bounds.clear();
         found.clear();
         rest.clear();
         rest.extend_from_slice(group);
         if joins && in_window.len() >= PROBE_MIN {
             self.cover(ks, c, partial, group, in_window.len(), stats, probes);
             stats.probed += !probes.chosen.is_empty() as u64;
-            for (k, probe) in probes.chosen.iter().enumerate() {
-                let covered = &probes.covered[k * nw..(k + 1) * nw];
+            let Probes { chosen, covered, bounds, .. } = &mut *probes;
+            for (k, probe) in chosen.iter().enumerate() {
+                let covered = &covered[k * nw..(k + 1) * nw];
                 and_not(rest, covered);
                 let first = sieves.list.len();
-                let own = Some((probe.own.0, &probes.bounds[probe.own.1.clone()]));
-                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, self.alone, sieves);
+                let own = Some(probe.own.clone());
+                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, self.alone, bounds, sieves);
                 if sieves.list.len() == first {
                     continue;
                 }
                 let start = found.len();
-                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves.list[first..], found);
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves.list[first..], bounds, found);
                 found[start..].iter_mut().for_each(|f| f.1 += first);
                 let visited = probe.entries.len() as u64;
                 stats.visited += visited;
@@ -1580,10 +1589,10 @@ impl Operator {
             // more to build than it saves (J-keys n=100, 10,000 keys: 177k against 265k
             // events/s).
             let alone = if in_window.len() >= PROBE_MIN { self.alone } else { 0 };
-            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, alone, sieves);
+            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, alone, &mut probes.bounds, sieves);
             let start = found.len();
             for i in in_window {
-                ks.stores[s].sift(i, &sieves.list[first..], found);
+                ks.stores[s].sift(i, &sieves.list[first..], &probes.bounds, found);
             }
             found[start..].iter_mut().for_each(|f| f.1 += first);
         }
@@ -1611,33 +1620,34 @@ impl Operator {
     /// each candidate probe (two binary searches) counts as one comparison of its
     /// list's type.
     #[allow(clippy::too_many_arguments)]
-    fn cover<'a>(&'a self, ks: &mut KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
+    fn cover(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
              stats: &mut Stats, probes: &mut Probes) {
         let s = c.stream as usize;
-        let Probes { chosen, covered, bounds, uncovered } = probes;
+        let Probes { chosen, covered, bounds, uncovered, ranges } = probes;
         chosen.clear();
         covered.clear();
         bounds.clear();
         uncovered.clear();
         uncovered.extend_from_slice(group);
         let mut total = 0;
-        let mut ranges = Vec::new();
         while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
-            self.partner_ranges(ks, c, partial, bit, None, |b, served, phase| ranges.push((b, served, phase)));
+            self.partner_ranges(ks, c, partial, bit, None, |b, step, phase| ranges.push((b, *step, phase)));
             let mut best = None;
-            for &(Bound { slot, lo, hi }, served, phase) in &ranges {
+            for &(Bound { slot, lo, hi }, step, phase) in ranges.iter() {
                 let x = ks.stores[s].index(slot);
                 stats.comparisons[phase as usize] += 1;
                 let entries = ks.stores[s].entries(x, lo, hi);
                 if total + entries.len() < limit
                     && best.as_ref().is_none_or(|(_, e, _, _): &(usize, std::ops::Range<usize>, _, _)| entries.len() < e.len())
                 {
-                    best = Some((x, entries, served, phase));
+                    best = Some((x, entries, step, phase));
                 }
             }
             set(uncovered, bit, false);
-            if let Some((index, entries, served, phase)) = best {
+            if let Some((index, entries, step, phase)) = best {
+                // the queries it serves: those at least as tight as the query
+                let served = step.own.map(|(_, row)| self.ranges[step.list].row(row)).expect("a query's own range");
                 let at = covered.len();
                 covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
                 covered[at + bit / 64] |= 1 << (bit % 64);
