@@ -249,12 +249,12 @@ impl RangeList {
         &self.own_at[a..a + n]
     }
 
-    /// The threshold of query `bit`'s predicate, and every query whose threshold is at
-    /// least as tight (the entry's and those above it in a lower list, below it in an
-    /// upper one): whatever satisfies one of them satisfies the entry.
-    pub fn tighter(&self, bit: usize) -> Option<(f64, &[u64])> {
+    /// The threshold of query `bit`'s predicate, and the `row` of every query whose
+    /// threshold is at least as tight (the entry's and those above it in a lower list,
+    /// below it in an upper one): whatever satisfies one of them satisfies the entry.
+    pub fn tighter(&self, bit: usize) -> Option<(f64, usize)> {
         let p = self.tightest_at(bit)?;
-        Some((self.tf[p], self.row(if self.lower { p } else { p + 1 })))
+        Some((self.tf[p], if self.lower { p } else { p + 1 }))
     }
 
     /// Query `bit`'s tightest threshold (tf, ti) in the list: what every event it
@@ -268,7 +268,8 @@ impl RangeList {
         if self.lower { own.last() } else { own.first() }.map(|&p| p as usize)
     }
 
-    fn row(&self, p: usize) -> &[u64] {
+    /// The queries failing at position `p` (see `table`).
+    pub fn row(&self, p: usize) -> &[u64] {
         &self.table[p * self.nw..(p + 1) * self.nw]
     }
 
@@ -543,14 +544,14 @@ mod tests {
     fn the_queries_tighter_than_one_are_those_past_its_threshold() {
         // a query with two entries: its tightest counts
         let twice = range(true, None, &[(1.0, 1, 0b01), (2.0, 2, 0b10), (4.0, 4, 0b01)]);
-        assert_eq!(twice.tighter(0).map(|(tf, m)| (tf, m[0])), Some((4.0, 0b01)));
+        assert_eq!(twice.tighter(0).map(|(tf, p)| (tf, twice.row(p)[0])), Some((4.0, 0b01)));
         let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000)];
         let lower = range(true, None, &spec);
-        assert_eq!(lower.tighter(0).map(|(tf, m)| (tf, m[0])), Some((2.0, 0b1101)));
-        assert_eq!(lower.tighter(1).map(|(tf, m)| (tf, m[0])), Some((1.0, 0b1111)));
+        assert_eq!(lower.tighter(0).map(|(tf, p)| (tf, lower.row(p)[0])), Some((2.0, 0b1101)));
+        assert_eq!(lower.tighter(1).map(|(tf, p)| (tf, lower.row(p)[0])), Some((1.0, 0b1111)));
         let upper = range(false, None, &spec);
-        assert_eq!(upper.tighter(0).map(|(tf, m)| (tf, m[0])), Some((2.0, 0b0111)));
-        assert_eq!(upper.tighter(3).map(|(tf, m)| (tf, m[0])), Some((3.0, 0b1111)));
+        assert_eq!(upper.tighter(0).map(|(tf, p)| (tf, upper.row(p)[0])), Some((2.0, 0b0111)));
+        assert_eq!(upper.tighter(3).map(|(tf, p)| (tf, upper.row(p)[0])), Some((3.0, 0b1111)));
         assert!(upper.tighter(4).is_none());
         assert_eq!(twice.tightest(0), Some((4.0, 4)));
         assert_eq!(upper.tightest(2), Some((2.0, 2)));

@@ -176,6 +176,52 @@ impl CheckSets {
     }
 }
 
+/// A window list (factor 1) a query uses at a node: it bounds a partner's ts by the
+/// ts bound at depth `other`, exactly. `ti`: the query's own (tightest) constant.
+#[derive(Clone, Copy, Debug)]
+struct OwnWindow {
+    list: usize,
+    other: usize,
+    partner_is_left: bool,
+    ti: Option<i128>,
+}
+
+/// A join or attribute range list a query uses at a node, which a value-index probe
+/// over the partner's `slot` can serve it by: `own`, the query's own (tightest)
+/// constant in it and the list's `row` of the queries at least as tight.
+#[derive(Clone, Copy, Debug)]
+struct OwnRange {
+    list: usize,
+    slot: usize,
+    /// A join list: the bound side's (depth, slot) and whether the partner is the
+    /// left side; None for an attribute list.
+    join: Option<((usize, usize), bool)>,
+    own: Option<(f64, usize)>,
+}
+
+/// Per query bit, its window lists (in the node's order) and its join then attribute
+/// range lists (in its `checks_of` and `attrs_of` order) at a node, with its own
+/// constants in each: what a retrieval for it reads, where finding its tightest entry
+/// in each list (a binary search) per retrieval was a fifth of J n=100's time. Made
+/// from the lists, so remade when a registration changes them (`Operator::plan`).
+#[derive(Clone, Debug, Default)]
+struct OwnPlans {
+    /// Per bit: its windows' start and end in `windows`, its ranges' in `ranges`.
+    runs: Vec<[u32; 4]>,
+    windows: Vec<OwnWindow>,
+    ranges: Vec<OwnRange>,
+}
+
+impl OwnPlans {
+    fn windows(&self, bit: usize) -> &[OwnWindow] {
+        self.runs.get(bit).map_or(&[], |r| &self.windows[r[0] as usize..r[1] as usize])
+    }
+
+    fn ranges(&self, bit: usize) -> &[OwnRange] {
+        self.runs.get(bit).map_or(&[], |r| &self.ranges[r[2] as usize..r[3] as usize])
+    }
+}
+
 impl Node {
     /// The checks of filter phase `phase` (the window lists, or the join lists) in
     /// `set`, a union of `check_sets`, in the node's order.
@@ -188,6 +234,8 @@ impl Node {
 #[derive(Clone, Debug)]
 struct Node {
     stream: u32,
+    /// Its place in its paths: the events bound before its partner.
+    depth: usize,
     mask: Vec<u64>,
     ends: Vec<u64>,
     widest: i64,
@@ -204,6 +252,7 @@ struct Node {
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
     attrs_of: PerBit,
+    own: OwnPlans,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -294,6 +343,8 @@ pub struct Operator {
     windows: Vec<(i64, Vec<u64>)>,
     /// Row p: the queries whose MAXWINDOW is below windows[p].0.
     narrower: Vec<Vec<u64>>,
+    /// Per query bit, its MAXWINDOW.
+    window_of: Vec<i64>,
     queries: FxHashMap<usize, Registered>,
     free_bits: Vec<usize>,
     next_bit: usize,
@@ -306,6 +357,8 @@ pub struct Operator {
     scratch: Vec<Scratch>,
     /// `ALONE` (the tests also run with 0: MAXWINDOW slices only).
     alone: usize,
+    /// Whether the lists changed since the nodes' `own` plans were made.
+    unplanned: bool,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -402,17 +455,19 @@ struct IndexProbe {
 struct Probes {
     chosen: Vec<IndexProbe>,
     covered: Vec<u64>,
+    /// The probes' own ranges, then those of the retrieval's other sieves: each
+    /// sieve's bounds are a run in it.
     bounds: Vec<Bound>,
     uncovered: Vec<u64>,
+    /// The ranges of the query being covered, and the step of its plan each is of.
+    ranges: Vec<(Bound, OwnRange, Phase)>,
 }
 
-/// The sieves of a retrieval and the queries of each (`nw` words per sieve), with the
-/// bound vectors of sieves cleared away kept for the next ones.
+/// The sieves of a retrieval and the queries of each (`nw` words per sieve).
 #[derive(Default)]
 struct Sieves {
     list: Vec<Sieve>,
     of: Vec<u64>,
-    spare: Vec<Vec<Bound>>,
     /// `Operator::slices`' output: the queries of each slice (`nw` words each) and
     /// its widest window.
     slices: Vec<u64>,
@@ -421,7 +476,7 @@ struct Sieves {
 
 impl Sieves {
     fn clear(&mut self) {
-        self.spare.extend(self.list.drain(..).map(|sieve| sieve.bounds));
+        self.list.clear();
         self.of.clear();
     }
 }
@@ -522,6 +577,7 @@ impl Operator {
             self.rebuild(list);
         }
         self.queries.insert(bit, Registered { order, spec, lists });
+        self.unplanned = true;
         bit
     }
 
@@ -558,6 +614,7 @@ impl Operator {
             self.stream_mut(s).version += 1;
         }
         self.free_bits.push(bit);
+        self.unplanned = true;
     }
 
     fn grow(&mut self, nw: usize) {
@@ -666,7 +723,7 @@ impl Operator {
             let mut node = match self.roots.get(&root) {
                 Some(&n) => n,
                 None => {
-                    self.nodes.push(self.new_node(root));
+                    self.nodes.push(self.new_node(root, 0));
                     self.roots.insert(root, self.nodes.len() - 1);
                     self.nodes.len() - 1
                 }
@@ -680,7 +737,7 @@ impl Operator {
                     node = match found {
                         Some(c) => c,
                         None => {
-                            self.nodes.push(self.new_node(stream));
+                            self.nodes.push(self.new_node(stream, depth));
                             let c = self.nodes.len() - 1;
                             self.nodes[node].children.push(c);
                             c
@@ -765,12 +822,60 @@ impl Operator {
         path
     }
 
-    fn new_node(&self, stream: u32) -> Node {
-        Node { stream, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(), checks: Vec::new(),
-               checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0, attrs_of: PerBit::default() }
+    fn new_node(&self, stream: u32, depth: usize) -> Node {
+        Node { stream, depth, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(),
+               checks: Vec::new(), checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0,
+               attrs_of: PerBit::default(), own: OwnPlans::default() }
+    }
+
+    /// Make every node's `own` plans from the current lists, if they changed.
+    fn plan(&mut self) {
+        if !std::mem::take(&mut self.unplanned) {
+            return;
+        }
+        for n in 0..self.nodes.len() {
+            let own = self.own_plans(&self.nodes[n]);
+            self.nodes[n].own = own;
+        }
+    }
+
+    fn own_plans(&self, c: &Node) -> OwnPlans {
+        let mut plans = OwnPlans::default();
+        for bit in 0..self.next_bit {
+            let (w, r) = (plans.windows.len() as u32, plans.ranges.len() as u32);
+            for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
+                let ListRef::Range(j) = check.list else { continue };
+                let list = &self.ranges[j];
+                let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
+                let Some((partner_is_left, _, other)) = bound_side(check, c.depth) else { continue };
+                let ti = list.tightest(bit).map(|(_, ti)| ti);
+                plans.windows.push(OwnWindow { list: j, other: other.0, partner_is_left, ti });
+            }
+            for &k in c.checks_of.of(bit) {
+                let check = &c.checks[k as usize];
+                let ListRef::Range(j) = check.list else { continue };
+                // a window predicate: the time range already holds it
+                let Some((partner_is_left, slot, other)) = bound_side(check, c.depth).filter(|_| !check.window) else {
+                    continue;
+                };
+                let own = self.ranges[j].tighter(bit);
+                plans.ranges.push(OwnRange { list: j, slot, join: Some((other, partner_is_left)), own });
+            }
+            let attr = &self.streams[c.stream as usize].attr;
+            for &k in c.attrs_of.of(bit) {
+                let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
+                plans.ranges.push(OwnRange { list: j, slot, join: None, own: self.ranges[j].tighter(bit) });
+            }
+            plans.runs.push([w, plans.windows.len() as u32, r, plans.ranges.len() as u32]);
+        }
+        plans
     }
 
     fn add_window(&mut self, window: i64, bit: usize) {
+        if self.window_of.len() <= bit {
+            self.window_of.resize(bit + 1, 0);
+        }
+        self.window_of[bit] = window;
         match self.windows.iter_mut().find(|(w, _)| *w == window) {
             Some((_, m)) => set(m, bit, true),
             None => {
@@ -839,6 +944,7 @@ impl Operator {
 
     /// Accept an event and return the results whose last event it is (DESIGN 3).
     pub fn process(&mut self, ev: Incoming, exact: &mut dyn Exact) -> Result<Vec<Hit>, Late> {
+        self.plan();
         if !self.keys.contains_key(ev.key) {
             self.keys.insert(ev.key.into(), KeyState::default());
         }
@@ -908,6 +1014,7 @@ impl Operator {
     /// Results of the query with `bit` over the events already held, each from the
     /// event that arrived last (PSoup's query-data duality).
     pub fn history(&mut self, bit: usize, exact: &mut dyn Exact) -> Vec<(Box<str>, Hit)> {
+        self.plan();
         let Some(q) = self.queries.get(&bit) else { return Vec::new() };
         let streams = q.spec.streams.clone();
         let mut keys: Vec<Box<str>> = self.keys.keys().cloned().collect();
@@ -1269,23 +1376,32 @@ impl Operator {
     /// The node's time range narrowed by each window list (a `ts` against a bound
     /// stream's `ts`) in which every query of `group` has a predicate: the WES probe of
     /// the window type. Times are ints, so the bounds are exact.
-    fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], mut lo: i128,
-                mut hi: i128) -> (i128, i128) {
+    fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], lo: i128,
+                hi: i128) -> (i128, i128) {
         // The lists every query of the group uses are among any one query's.
         let Some(bit) = first_bit(group) else { return (lo, hi) };
         let r = words(group);
         let single = group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
-        // its set, not its list of indices: one read where there were two
-        for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
-            let Some((partner_is_left, _, other)) = bound_side(check, partial.len()) else { continue };
+        self.narrowed_for(ks, c, partial, bit, (!single).then_some((group, &r)), lo, hi)
+    }
+
+    /// `narrowed` for query `bit` alone, or for the group `shared` (and its words) whose
+    /// first query `bit` is.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn narrowed_for(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
+                    shared: Option<(&[u64], &Words)>, mut lo: i128, mut hi: i128) -> (i128, i128) {
+        debug_assert_eq!(partial.len(), c.depth);
+        for &OwnWindow { list, other, partner_is_left, ti } in c.own.windows(bit) {
+            let list = &self.ranges[list];
             // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti (a
             // query alone: its own tightest)
-            let threshold = if single { list.tightest(bit) } else { loosest_of_all(list, group, &r) };
-            let Some((_, ti)) = threshold else { continue };
-            let (os, oi) = partial[other.0];
+            let ti = match shared {
+                None => ti,
+                Some((group, r)) => loosest_of_all(list, group, r).map(|(_, ti)| ti),
+            };
+            let Some(ti) = ti else { continue };
+            let (os, oi) = partial[other];
             let ots = ks.stores[os as usize].ts(oi) as i128;
             let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
             match (partner_is_left, list.lower) {
@@ -1298,105 +1414,118 @@ impl Operator {
         (lo, hi)
     }
 
-    /// The range of a partner's column each of query `bit`'s lists allows at a
-    /// constant `pick` chooses in it (None: skip the list), widened past rounding (the
-    /// lists' exact filter decides): one per join list whose other side is bound to a
-    /// number, one per attribute range list of the partner's stream, passed to `each`
-    /// as (partner slot, the range, the queries `pick` says it serves, the list's
-    /// predicate type).
-    fn partner_ranges<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], bit: usize,
-                          pick: impl Fn(&'a RangeList) -> Option<(f64, &'a [u64])>,
-                          mut each: impl FnMut(Bound, &'a [u64], Phase)) {
-        for &k in c.checks_of.of(bit) {
-            let check = &c.checks[k as usize];
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            // a window predicate: the time range already holds it
-            let Some((partner_is_left, slot, other)) = bound_side(check, partial.len()).filter(|_| !check.window) else {
-                continue;
+    /// The range of a partner's column each of query `bit`'s lists allows at its own
+    /// constant in it, or with `shared` (a group of queries and its words) at the
+    /// loosest constant of the group's queries when all of them use the list (else the
+    /// list is skipped), widened past rounding (the lists' exact filter decides): one
+    /// per join list whose other side is bound to a number, one per attribute range
+    /// list of the partner's stream, passed to `each` as (partner slot and range, the
+    /// list's step in the query's plan, the list's predicate type).
+    fn partner_ranges(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
+                      shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &OwnRange, Phase)) {
+        debug_assert_eq!(partial.len(), c.depth);
+        for step in c.own.ranges(bit) {
+            let &OwnRange { list, slot, join, own } = step;
+            let list = &self.ranges[list];
+            let ov = match join {
+                Some((other, _)) => {
+                    let (os, oi) = partial[other.0];
+                    let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
+                    ov
+                }
+                None => 0.0,
             };
-            let (os, oi) = partial[other.0];
-            let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-            let Some((o, served)) = pick(list) else { continue };
-            if let Some((lo, hi)) = join_range(list, partner_is_left, ov, o) {
-                each(Bound { slot, lo, hi }, served, Phase::J);
-            }
-        }
-        let attr = &self.streams[c.stream as usize].attr;
-        for &k in c.attrs_of.of(bit) {
-            let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
-            let list = &self.ranges[j];
-            let Some((t, served)) = pick(list) else { continue };
-            let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
-            if t.is_finite() {
+            let picked = match shared {
+                None => own.map(|(t, _)| t),
+                Some((group, r)) => loosest_of_all(list, group, r).map(|(t, _)| t),
+            };
+            let Some(t) = picked else { continue };
+            if let Some((_, partner_is_left)) = join {
+                if let Some((lo, hi)) = join_range(list, partner_is_left, ov, t) {
+                    each(Bound { slot, lo, hi }, step, Phase::J);
+                }
+            } else if t.is_finite() {
+                let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
-                each(Bound { slot, lo, hi }, served, Phase::A);
+                each(Bound { slot, lo, hi }, step, Phase::A);
             }
         }
     }
 
     /// The sieves a retrieval for the queries `q` checks its partners against, pushed
-    /// to `sv`: one per slice of `q` (`slices`: each query alone up to `alone`
-    /// queries, else State-Slice's MAXWINDOW slices), with the slice's time range
-    /// narrowed by the window lists all its queries use, and (with `joins`) the ranges
-    /// of every join and attribute list all its queries use (`own`: a query and its
-    /// ranges, known already for a slice of that query alone). A partner outside them
-    /// is of use to none of the slice's queries; a slice with an empty time range gets
-    /// no sieve.
+    /// to `sv`: one per query up to `alone` queries, else one per State-Slice
+    /// MAXWINDOW slice (`slices`), each with its time range narrowed by the window
+    /// lists all its queries use, and (with `joins`) the ranges of every join and
+    /// attribute list all its queries use (`own`: a query and where `bounds` holds its
+    /// ranges, known already for a sieve of that query alone), appended to `bounds`.
+    /// A partner outside them is of use to none of the sieve's queries; a sieve with
+    /// an empty time range is left out.
     #[allow(clippy::too_many_arguments)]
-    fn sieves<'a>(&'a self, ks: &KeyState, c: &'a Node, partial: &[(u32, usize)], q: &[u64],
-              own: Option<(usize, &[Bound])>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64), joins: bool,
-              alone: usize, sv: &mut Sieves) {
+    #[inline(always)]
+    fn sieves(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], q: &[u64],
+              own: Option<(usize, std::ops::Range<usize>)>, range: (i128, i128), times: (i64, i64), joins: bool,
+              alone: usize, bounds: &mut Vec<Bound>, sv: &mut Sieves) {
         let nw = self.nw;
-        self.slices(q, alone, &mut sv.slices, &mut sv.widest);
-        for (k, &w) in sv.widest.iter().enumerate() {
-            let slice = &sv.slices[k * nw..(k + 1) * nw];
-            let w = w as i128;
-            let (tlo, thi) = self.narrowed(ks, c, partial, slice, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
-            if tlo > thi {
-                continue;
-            }
-            // The lists all the slice's queries use are among any one query's.
-            let mut bounds = sv.spare.pop().unwrap_or_default();
-            bounds.clear();
-            let single = slice.iter().map(|w| w.count_ones()).sum::<u32>() == 1;
-            let first = first_bit(slice);
-            if let Some((_, ranges)) = own.filter(|(bit, _)| single && first == Some(*bit)) {
-                bounds.extend_from_slice(ranges);
-            } else if joins && single && let Some(bit) = first {
-                // a query alone: its own (tightest) constants in each of its lists, as
-                // `cover` finds them for the query a probe is chosen for
-                self.partner_ranges(ks, c, partial, bit, |list| list.tighter(bit), |b, _, _| bounds.push(b));
-            } else if joins && let Some(bit) = first {
-                let r = words(slice);
-                let shared = |list: &'a RangeList| {
-                    loosest_of_all(list, slice, &r).map(|(t, _)| (t, list.users()))
-                };
-                self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
-            }
-            sv.list.push(Sieve { tlo, thi, bounds });
-            sv.of.extend_from_slice(slice);
-        }
-    }
-
-    /// `q` split into `slices` (the queries, `nw` words each) and `widest` (their
-    /// widest window): up to `alone` queries, one slice per query; else by MAXWINDOW,
-    /// narrowest first, one slice per window, adjacent windows merged into at most
-    /// `SLICES` slices.
-    fn slices(&self, q: &[u64], alone: usize, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
-        slices.clear();
-        widest.clear();
         let r = words(q);
         if q[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() as usize <= alone {
             for bit in bits(&q[r.clone()]).map(|b| r.start * 64 + b) {
-                slices.resize(slices.len() + q.len(), 0);
-                let at = slices.len() - q.len();
-                slices[at + bit / 64] |= 1 << (bit % 64);
-                let (w, _) = self.windows.iter().find(|(_, m)| m[bit / 64] & (1 << (bit % 64)) != 0).expect("a registered query");
-                widest.push(*w);
+                let w = self.window_of[bit];
+                if let Some(sieve) = self.sieve(ks, c, partial, bit, None, w, own.clone(), range, times, joins, bounds) {
+                    sv.list.push(sieve);
+                    sv.of.extend((0..nw).map(|w| if w == bit / 64 { 1 << (bit % 64) } else { 0 }));
+                }
             }
             return;
         }
+        self.slices(q, &r, &mut sv.slices, &mut sv.widest);
+        for (slice, &w) in sv.slices.chunks(nw).zip(&sv.widest) {
+            let r = words(slice);
+            let single = slice[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() == 1;
+            let bit = first_bit(slice).expect("no slice is empty");
+            let shared = (!single).then_some((slice, &r));
+            if let Some(sieve) = self.sieve(ks, c, partial, bit, shared, w, own.clone(), range, times, joins, bounds) {
+                sv.list.push(sieve);
+                sv.of.extend_from_slice(slice);
+            }
+        }
+    }
+
+    /// The sieve of query `bit` alone, or of the group `shared` (and its words) whose
+    /// first query `bit` is, given its widest window `w` (see `sieves`): None when its
+    /// time range is empty.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn sieve(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize, shared: Option<(&[u64], &Words)>,
+             w: i64, own: Option<(usize, std::ops::Range<usize>)>, (lo, hi): (i128, i128), (mints, maxts): (i64, i64),
+             joins: bool, bounds: &mut Vec<Bound>) -> Option<Sieve> {
+        let w = w as i128;
+        let (tlo, thi) = self.narrowed_for(ks, c, partial, bit, shared, lo.max(maxts as i128 - w), hi.min(mints as i128 + w));
+        if tlo > thi {
+            return None;
+        }
+        // The lists all the sieve's queries use are among any one query's. A query
+        // alone: its own (tightest) constants in each of its lists, as `cover` finds
+        // them for the query a probe is chosen for.
+        let ranges = match own {
+            Some((of, ranges)) if shared.is_none() && of == bit => ranges,
+            _ => {
+                let start = bounds.len();
+                if joins {
+                    self.partner_ranges(ks, c, partial, bit, shared, |b, _, _| bounds.push(b));
+                }
+                start..bounds.len()
+            }
+        };
+        Some(Sieve { tlo, thi, bounds: ranges })
+    }
+
+    /// `q` (`r`: its words) split into State-Slice's MAXWINDOW slices: by MAXWINDOW,
+    /// narrowest first, one slice per window, adjacent windows merged into at most
+    /// `SLICES` slices, into `slices` (the queries, `nw` words each) and `widest`
+    /// (their widest window).
+    fn slices(&self, q: &[u64], r: &Words, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
+        slices.clear();
+        widest.clear();
         let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
         let per_slice = present().count().div_ceil(SLICES).max(1);
         for (k, (w, m)) in present().enumerate() {
@@ -1427,23 +1556,25 @@ impl Operator {
         let in_window = ks.stores[s].between(lo, hi);
         let Retrieval { candidates, only, found, rest, probes, sieves } = rt;
         sieves.clear();
+        probes.bounds.clear();
         found.clear();
         rest.clear();
         rest.extend_from_slice(group);
         if joins && in_window.len() >= PROBE_MIN {
             self.cover(ks, c, partial, group, in_window.len(), stats, probes);
             stats.probed += !probes.chosen.is_empty() as u64;
-            for (k, probe) in probes.chosen.iter().enumerate() {
-                let covered = &probes.covered[k * nw..(k + 1) * nw];
+            let Probes { chosen, covered, bounds, .. } = &mut *probes;
+            for (k, probe) in chosen.iter().enumerate() {
+                let covered = &covered[k * nw..(k + 1) * nw];
                 and_not(rest, covered);
                 let first = sieves.list.len();
-                let own = Some((probe.own.0, &probes.bounds[probe.own.1.clone()]));
-                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, self.alone, sieves);
+                let own = Some(probe.own.clone());
+                self.sieves(ks, c, partial, covered, own, (lo, hi), times, true, self.alone, bounds, sieves);
                 if sieves.list.len() == first {
                     continue;
                 }
                 let start = found.len();
-                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves.list[first..], found);
+                ks.stores[s].probe(probe.index, probe.entries.clone(), &sieves.list[first..], bounds, found);
                 found[start..].iter_mut().for_each(|f| f.1 += first);
                 let visited = probe.entries.len() as u64;
                 stats.visited += visited;
@@ -1458,10 +1589,10 @@ impl Operator {
             // more to build than it saves (J-keys n=100, 10,000 keys: 177k against 265k
             // events/s).
             let alone = if in_window.len() >= PROBE_MIN { self.alone } else { 0 };
-            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, alone, sieves);
+            self.sieves(ks, c, partial, rest, None, (lo, hi), times, joins, alone, &mut probes.bounds, sieves);
             let start = found.len();
             for i in in_window {
-                ks.stores[s].sift(i, &sieves.list[first..], found);
+                ks.stores[s].sift(i, &sieves.list[first..], &probes.bounds, found);
             }
             found[start..].iter_mut().for_each(|f| f.1 += first);
         }
@@ -1489,34 +1620,34 @@ impl Operator {
     /// each candidate probe (two binary searches) counts as one comparison of its
     /// list's type.
     #[allow(clippy::too_many_arguments)]
-    fn cover<'a>(&'a self, ks: &mut KeyState, c: &'a Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
+    fn cover(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
              stats: &mut Stats, probes: &mut Probes) {
         let s = c.stream as usize;
-        let Probes { chosen, covered, bounds, uncovered } = probes;
+        let Probes { chosen, covered, bounds, uncovered, ranges } = probes;
         chosen.clear();
         covered.clear();
         bounds.clear();
         uncovered.clear();
         uncovered.extend_from_slice(group);
         let mut total = 0;
-        let mut ranges = Vec::new();
         while let Some(bit) = first_bit(uncovered) {
             ranges.clear();
-            let own = |list: &'a RangeList| list.tighter(bit);
-            self.partner_ranges(ks, c, partial, bit, own, |b, served, phase| ranges.push((b, served, phase)));
+            self.partner_ranges(ks, c, partial, bit, None, |b, step, phase| ranges.push((b, *step, phase)));
             let mut best = None;
-            for &(Bound { slot, lo, hi }, served, phase) in &ranges {
+            for &(Bound { slot, lo, hi }, step, phase) in ranges.iter() {
                 let x = ks.stores[s].index(slot);
                 stats.comparisons[phase as usize] += 1;
                 let entries = ks.stores[s].entries(x, lo, hi);
                 if total + entries.len() < limit
                     && best.as_ref().is_none_or(|(_, e, _, _): &(usize, std::ops::Range<usize>, _, _)| entries.len() < e.len())
                 {
-                    best = Some((x, entries, served, phase));
+                    best = Some((x, entries, step, phase));
                 }
             }
             set(uncovered, bit, false);
-            if let Some((index, entries, served, phase)) = best {
+            if let Some((index, entries, step, phase)) = best {
+                // the queries it serves: those at least as tight as the query
+                let served = step.own.map(|(_, row)| self.ranges[step.list].row(row)).expect("a query's own range");
                 let at = covered.len();
                 covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
                 covered[at + bit / 64] |= 1 << (bit % 64);

@@ -75,7 +75,10 @@ pub struct Bound {
 pub struct Sieve {
     pub tlo: i128,
     pub thi: i128,
-    pub bounds: Vec<Bound>,
+    /// Its bounds: a run in the vector of bounds its sieves share (a vector per sieve
+    /// was a heap block to take, fill and give back for each of a retrieval's
+    /// sieves, and one more to read per sieve an entry is checked against).
+    pub bounds: std::ops::Range<usize>,
 }
 
 /// A value's place in a value index: doubles as they are, ints beyond 64 bits nearly
@@ -327,15 +330,16 @@ impl Store {
     }
 
     /// The events at `entries` of index `x` (see `entries`), each as (store index, k)
-    /// for every `sieves[k]` it meets, appended to `out`.
-    pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
+    /// for every `sieves[k]` it meets, appended to `out`. `bounds`: the sieves'.
+    pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], bounds: &[Bound],
+                 out: &mut Vec<(usize, usize)>) {
         let at = &self.indexes[x].at[entries];
         for (p, &i) in at.iter().enumerate() {
             if let Some(&next) = at.get(p + AHEAD) {
                 self.prefetch_values(next as usize);
             }
             if i as usize >= self.head {
-                self.sift(i as usize, sieves, out);
+                self.sift(i as usize, sieves, bounds, out);
             }
         }
     }
@@ -365,13 +369,15 @@ impl Store {
     }
 
     /// Append (i, k) to `out` for every `sieves[k]` event `i` meets: its ts and every
-    /// bounded value in range.
-    pub fn sift(&self, i: usize, sieves: &[Sieve], out: &mut Vec<(usize, usize)>) {
+    /// bounded value in range. `bounds`: the sieves'.
+    pub fn sift(&self, i: usize, sieves: &[Sieve], bounds: &[Bound], out: &mut Vec<(usize, usize)>) {
         let ts = self.ts(i) as i128;
         for (k, sieve) in sieves.iter().enumerate() {
             if sieve.tlo <= ts
                 && ts <= sieve.thi
-                && sieve.bounds.iter().all(|b| index_key(self.value(i, b.slot)).is_some_and(|v| b.lo <= v && v <= b.hi))
+                && bounds[sieve.bounds.clone()]
+                    .iter()
+                    .all(|b| index_key(self.value(i, b.slot)).is_some_and(|v| b.lo <= v && v <= b.hi))
             {
                 out.push((i, k));
             }
@@ -466,8 +472,8 @@ mod tests {
         s.purge(800); // compacts
         s.insert(101, (0, 0), 0, vec![V::I(2000), V::F(3.0)]);
         let mut found = Vec::new();
-        let all = Sieve { tlo: 0, thi: 10_000, bounds: vec![] };
-        s.probe(x, s.entries(x, 3.0, 3.0), std::slice::from_ref(&all), &mut found);
+        let all = Sieve { tlo: 0, thi: 10_000, bounds: 0..0 };
+        s.probe(x, s.entries(x, 3.0, 3.0), std::slice::from_ref(&all), &[], &mut found);
         let mut seqs: Vec<u64> = found.iter().map(|&(i, _)| s.seq(i)).collect();
         seqs.sort();
         assert_eq!(seqs, vec![83, 93, 101]);
@@ -484,15 +490,16 @@ mod tests {
         }
         let x = s.index(1);
         let bound = |slot, lo, hi| Bound { slot, lo, hi };
+        let bounds = [bound(2, 20.0, 60.0), bound(2, f64::NEG_INFINITY, 50.0), bound(1, 12.0, 12.0)];
         let sieves = [
-            Sieve { tlo: 100, thi: 300, bounds: vec![] },
-            Sieve { tlo: 0, thi: 499, bounds: vec![bound(2, 20.0, 60.0)] },
-            Sieve { tlo: 250, thi: 400, bounds: vec![bound(2, f64::NEG_INFINITY, 50.0), bound(1, 12.0, 12.0)] },
-            Sieve { tlo: 5, thi: 4, bounds: vec![] },
+            Sieve { tlo: 100, thi: 300, bounds: 0..0 },
+            Sieve { tlo: 0, thi: 499, bounds: 0..1 },
+            Sieve { tlo: 250, thi: 400, bounds: 1..3 },
+            Sieve { tlo: 5, thi: 4, bounds: 3..3 },
         ];
         let mut found = Vec::new();
         let entries = s.entries(x, 10.0, 30.0);
-        s.probe(x, entries.clone(), &sieves, &mut found);
+        s.probe(x, entries.clone(), &sieves, &bounds, &mut found);
         found.sort();
         let in_range = |i: usize| matches!(s.value(i, 1), V::F(v) if (10.0..=30.0).contains(v));
         let meets = |i: usize, sieve: &Sieve| {
@@ -503,7 +510,7 @@ mod tests {
                 _ => None,
             };
             sieve.tlo <= ts && ts <= sieve.thi
-                && sieve.bounds.iter().all(|b| value(b.slot).is_some_and(|v| b.lo <= v && v <= b.hi))
+                && bounds[sieve.bounds.clone()].iter().all(|b| value(b.slot).is_some_and(|v| b.lo <= v && v <= b.hi))
         };
         let mut expected = Vec::new();
         for i in s.all().filter(|&i| in_range(i)) {
