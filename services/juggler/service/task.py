@@ -173,7 +173,7 @@ class PartitionTask:
             bounds = self.engine.key_bounds(key)
             if bounds is not None:
                 outbox.put(state, (held_state.KEY + key).encode(),
-                            held_state.key_meta(*bounds), self.partition)
+                           held_state.key_meta(*bounds), self.partition)
         for stream, offset in self.order.commit_offsets().items():
             outbox.offsets[(self.topic_of[stream], self.partition)] = offset
         fanout = self.order.barrier_commit_offset()
@@ -314,11 +314,11 @@ class PartitionTask:
                 return
             self.texts[qid] = command["text"]
             outbox.put(state, (held_state.QUERY + qid).encode(),
-                        held_state.query_record(self.query_seq, command["text"],
-                                                qid in self.own_topic), self.partition)
+                       held_state.query_record(self.query_seq, command["text"],
+                                               qid in self.own_topic), self.partition)
             if self.engine.horizon != horizon:
                 outbox.put(state, held_state.HORIZON.encode(),
-                            held_state.horizon_record(self.engine.horizon), self.partition)
+                           held_state.horizon_record(self.engine.horizon), self.partition)
             self.query_seq += 1
             self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
