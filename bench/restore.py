@@ -4,8 +4,8 @@
 
 Writes N events of workload J's B stream over 20 keys to partition 0 of a fresh stream
 topic (under a new topic prefix) and partition 0 of `juggler.state` the way a worker
-leaves it after them within the retention (an `e/` record per held event, a reference
-to its input record; a `k/` record per key; one query), then
+leaves it after them within the retention (`r/` records of references to the held
+events' input records; a `k/` record per key; one query), then
 starts a real worker on that prefix and reports how long partition 0 took to restore
 (the worker's own log line) and the wall time until `/health` answered 200. Medians of
 `--repeats` runs. Without `--bootstrap` a local broker is started.
@@ -44,13 +44,17 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     producer = Producer(client_config(bootstrap, **{
         "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4", "log_level": 0}))
     stream_topic = names.stream("B")
+    refs: list[held_state.Ref] = []
     for i in range(n):
-        key = f"p{i % KEYS}".encode()
+        key = f"p{i % KEYS}"
         value = codec.encode("B", {"ts": 1_000 + i, "pressure": 100.0 + i % 50,
                                    "temp": 37.0, "alert": False})
-        _produce(producer, stream_topic, key, value, [])
-        _produce(producer, names.state, held_state.event_key(stream_topic, i), b"",
-                 held_state.event_headers(key, i))
+        _produce(producer, stream_topic, key.encode(), value)
+        refs.append((stream_topic, i, i, 1_000 + i, key))
+        if len(refs) == held_state.REFS_PER_RECORD or i == n - 1:
+            _produce(producer, names.state, held_state.refs_key(i // held_state.REFS_PER_RECORD),
+                     held_state.refs_record(refs))
+            refs = []
     for k in range(KEYS):
         producer.produce(names.state, key=f"k/p{k}".encode(),
                          value=held_state.key_meta(1_000 + n, 0), partition=0)
@@ -59,11 +63,10 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     producer.flush(120)
 
 
-def _produce(producer: Any, topic: str, key: bytes, value: bytes,
-             headers: list[tuple[str, bytes]]) -> None:
+def _produce(producer: Any, topic: str, key: bytes, value: bytes) -> None:
     while True:
         try:
-            producer.produce(topic, key=key, value=value, headers=headers, partition=0)
+            producer.produce(topic, key=key, value=value, partition=0)
             return
         except BufferError:
             producer.poll(0.1)

@@ -1,5 +1,4 @@
-"""The worker's pure parts, without Kafka: settings, cursors, state records, topic
-names."""
+"""The worker's pure parts, without Kafka: settings, cursors, topic names."""
 
 from __future__ import annotations
 
@@ -9,9 +8,6 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-from juggler.engine.events import EngineConfig, Event
-from juggler.language import compile_query
-from juggler.service import held_state
 from juggler.service.results_api import BadCursor, decode_cursor, encode_cursor
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
@@ -38,51 +34,6 @@ def test_cursor_round_trip_and_rejects_garbage() -> None:
     for bad in ("!!", "abc", encode_cursor({0: 1}) + "%", "LTE6Mg"):  # "-1:2"
         with pytest.raises(BadCursor):
             decode_cursor(bad)
-
-
-CATALOG = {"B": {"temp": "number"}, "H": {"vib": "number"}}
-
-
-def _catalog():
-    from juggler.language import ColumnType
-
-    return {s: {c: ColumnType.NUMBER for c in cols} for s, cols in CATALOG.items()}
-
-
-def test_state_records_fold_to_what_is_held() -> None:
-    """The last record per key wins, tombstones remove, and held events are references:
-    their entity key, arrival sequence and input record, whatever the value says (an
-    earlier version wrote a copy there)."""
-    state = held_state.TaskState()
-    headers = held_state.event_headers(b"p1", 7)
-    state.apply(held_state.event_key("t.juggler.stream.B", 12), b"", headers)
-    state.apply(held_state.event_key("t.juggler.stream.H", 3), b"\x01a copy",
-                held_state.event_headers(b"p1", 8))
-    state.apply(held_state.event_key("t.juggler.stream.B", 2), b"", held_state.event_headers(b"p2", 9))
-    state.apply(held_state.event_key("t.juggler.stream.B", 13), b"", headers)
-    state.apply(held_state.event_key("t.juggler.stream.B", 13), None, [])
-    state.apply(b"k/p1", held_state.key_meta(5000, 1000), [])
-    state.apply(b"q/a", held_state.query_record(0, "SELECT * FROM B"), [])
-    state.apply(b"q/b", held_state.query_record(1, "SELECT * FROM H"), [])
-    state.apply(b"q/a", None, [])
-    state.apply(b"h", held_state.horizon_record(20_000), [])
-    held = sorted((e.topic, e.offset, e.key, e.seq) for e in state.events.values())
-    assert held == [("t.juggler.stream.B", 2, b"p2", 9), ("t.juggler.stream.B", 12, b"p1", 7),
-                    ("t.juggler.stream.H", 3, b"p1", 8)]
-    assert state.originals(5) == {("t.juggler.stream.B", 5): [2, 12],
-                                  ("t.juggler.stream.H", 5): [3]}
-    assert state.keys == {"p1": (5000, 1000)}
-    assert state.queries == {"b": (1, "SELECT * FROM H", False)} and state.horizon == 20_000
-    assert state.next_seq() == 10 and state.next_query_seq() == 2
-
-
-def test_held_tracker_releases_events_below_the_floor_once() -> None:
-    tracker = held_state.HeldTracker()
-    for ts, offset in ((1000, 0), (300, 1), (2000, 2)):
-        tracker.add("k", ts, "t", offset)
-    assert tracker.release("k", 1500) == [b"e/t/1", b"e/t/0"]
-    assert tracker.release("k", 1500) == [] and tracker.held() == 1
-    assert tracker.release("other", 10**9) == []
 
 
 def test_topic_names_and_query_ids() -> None:

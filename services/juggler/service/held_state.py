@@ -2,30 +2,36 @@
 
 Partition p of `juggler.state` holds task p's state, written in the same transaction as
 the results and input offsets it goes with, so after a crash it matches the committed
-offsets exactly. Every record is small (a key plus at most a few hundred bytes), and a
-batch writes only what it changed:
+offsets exactly. A round writes only what it changed:
 
-- `e/<topic>/<offset>`: one held event, as a reference to its input record (partition
-  p of `<topic>` at `<offset>`): an empty value, headers the entity key and the event's
-  arrival sequence. A tombstone when the key's floor passes the event. The restore
-  reads the originals back from the stream topics (`restore.read_originals`), which
-  therefore must keep a record at least as long as it can be held (DESIGN 7).
+- `r/<n>`: references to the held events a round took (up to `REFS_PER_RECORD` of
+  them), as JSON `{"refs": {<topic>: [[offset, seq, ts, entity key], ...]}}`: each one
+  points at its input record (partition p of `<topic>` at `offset`), with its arrival
+  sequence and `ts`. A tombstone once every event in it is released; when fewer than a
+  quarter of them are still held, those are written again in the current round's record
+  and the old one is tombstoned, so a quiet key cannot pin a whole record of released
+  events for long.
 - `k/<entity key>`: the key's `maxts` and `floor` (JSON), after each batch touching it.
+  An event of an `r/` record is still held exactly when its `ts` is not below its key's
+  floor (the floor is what releases it), so releasing an event writes nothing.
 - `q/<query id>`: a query registered in p's task (JSON: registration sequence, text,
   whether it has its own results topic); a tombstone at deregistration.
 - `h`: the task's horizon H, which a deregistration must not shrink.
 
-Why per-event records rather than a snapshot per key: a key's whole held state can be
-far larger than one record, and rewriting it per batch made state cost grow with what
-was held instead of with what changed. Why references rather than copies of the
-values: the stream topic already holds every held event, and the copy was 44% of the
-state's bytes on workload K (72 bytes per event with it, 41 without), written by every
-round to save reading the stream at restore; the copy path also needed a reference path
-for records too large to copy, which is now the only path. It is Kafka Streams'
+Why a record per round rather than per event: a record and a tombstone per held event
+were 47% of the records a round produced on workload K (100,000 references and 39,979
+tombstones per 100,000 events), each one a produce call in the worker and a record the
+broker appends and its cleaner compacts. Why references rather than copies of the
+values: the stream topic already holds every held event. It is Kafka Streams'
 source-topic changelog optimisation (a table restored from its input topic), and it
 costs the same requirement: the stream topics must keep a record as long as it can be
-held. State records written by earlier versions, with a copy as their value, restore
-the same way: the value is ignored.
+held. The restore reads the originals back from the stream topics
+(`restore.read_originals`).
+
+Earlier versions wrote `e/<topic>/<offset>` per held event (headers: the entity key and
+the arrival sequence; the value an ignored copy or empty, a tombstone on release). They
+restore the same way, and the first round after such a restore writes their events
+again as `r/` records and tombstones them.
 """
 
 from __future__ import annotations
@@ -33,23 +39,50 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
+from juggler.codec.bounded import RECORD_OVERHEAD_BYTES
+
 EVENT = "e/"
+"""An earlier version's reference to one held event (read, never written)."""
+REFS = "r/"
 KEY = "k/"
 QUERY = "q/"
 HORIZON = "h"
 ENTITY_HEADER = "key"
 SEQ_HEADER = "seq"
+REFS_PER_RECORD = 1000
+"""At most this many references in one `r/` record (about 35 KB with short keys): a
+record is only tombstoned when all of its events are released, so smaller records
+free state sooner; larger ones cost fewer records per round."""
 
-Headers = list[tuple[str, bytes]]
+Ref = tuple[str, int, int, int, str]
+"""A held event's reference: (topic, offset, arrival sequence, ts, entity key)."""
 log = logging.getLogger(__name__)
 
 
-def event_key(topic: str, offset: int) -> bytes:
-    return f"{EVENT}{topic}/{offset}".encode()
+def refs_key(number: int) -> bytes:
+    return f"{REFS}{number}".encode()
+
+
+def refs_record(refs: Iterable[Ref]) -> bytes:
+    by_topic: dict[str, list[list[Any]]] = {}
+    for topic, offset, seq, ts, key in refs:
+        by_topic.setdefault(topic, []).append([offset, seq, ts, key])
+    return json.dumps({"refs": by_topic}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _refs_of(value: bytes) -> list[Ref]:
+    refs = [(topic, offset, seq, ts, key)
+            for topic, written in json.loads(value)["refs"].items()
+            for offset, seq, ts, key in written]
+    if not all(type(n) is int for ref in refs for n in ref[1:4]) or \
+            not all(type(ref[4]) is str for ref in refs):
+        raise TypeError("a reference is not [offset, seq, ts, key]")
+    return refs
 
 
 def key_meta(maxts: int | None, floor: int | None) -> bytes:
@@ -65,34 +98,112 @@ def horizon_record(horizon: int) -> bytes:
     return json.dumps({"horizon": horizon}).encode()
 
 
-def event_headers(entity_key: bytes, seq: int) -> Headers:
-    """The headers of an `e/` record; its value is empty (a reference, not a copy)."""
-    return [(ENTITY_HEADER, entity_key), (SEQ_HEADER, str(seq).encode())]
+@dataclass(slots=True)
+class _Written:
+    """An `r/` record: the references in it still held, and how many it was written with."""
+
+    live: dict[int, Ref]
+    size: int
 
 
-@dataclass
-class HeldTracker:
-    """Which `e/` records are still held, per entity key, ordered by `ts`, so the
-    records a rising floor releases are found without scanning (a heap per key)."""
+class HeldRefs:
+    """Which held events each `r/` record refers to, so a round writes one record for
+    the events it took, and a tombstone for a record whose events are all released.
+    Per entity key, the held events in `ts` order (a heap), so those a rising floor
+    releases are found without scanning."""
 
-    by_key: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
+    def __init__(self, max_record_bytes: int) -> None:
+        self.max_bytes = max_record_bytes - RECORD_OVERHEAD_BYTES - len(refs_key(2**63))
+        """What an `r/` record's value may take within the producer's record limit."""
+        self.by_key: dict[str, list[tuple[int, int]]] = {}
+        self.fresh: dict[int, Ref] = {}
+        """Held events not in a written record (yet): this round's, and those of a
+        record rewritten because few of its events are still held. An event its
+        key's floor passes before the round ends is never written."""
+        self.home: dict[int, int] = {}
+        """Arrival sequence -> number of the `r/` record holding that event."""
+        self.records: dict[int, _Written] = {}
+        self.gone: list[bytes] = []
+        """`r/` (or earlier `e/`) records to tombstone when the round finishes."""
+        self.next_record = 0
 
-    def add(self, key: str, ts: int, topic: str, offset: int) -> None:
-        heapq.heappush(self.by_key.setdefault(key, []), (ts, topic, offset))
+    def add(self, ref: Ref) -> None:
+        _, _, seq, ts, key = ref
+        heapq.heappush(self.by_key.setdefault(key, []), (ts, seq))
+        self.fresh[seq] = ref
 
-    def release(self, key: str, floor: int | None) -> list[bytes]:
-        """The `e/` keys of `key`'s events below `floor`, now no longer held."""
+    def release(self, key: str, floor: int | None) -> None:
+        """Release `key`'s events below `floor`."""
         heap = self.by_key.get(key)
-        out: list[bytes] = []
         if heap is None or floor is None:
-            return out
+            return
         while heap and heap[0][0] < floor:
-            _, topic, offset = heapq.heappop(heap)
-            out.append(event_key(topic, offset))
-        return out
+            _, seq = heapq.heappop(heap)
+            if self.fresh.pop(seq, None) is None:
+                self._release_written(seq)
+
+    def _release_written(self, seq: int) -> None:
+        number = self.home.pop(seq)
+        record = self.records[number]
+        del record.live[seq]
+        if 4 * len(record.live) < record.size:
+            self._rewrite(number, record)
+
+    def _rewrite(self, number: int, record: _Written) -> None:
+        """Tombstone record `number`, and write what it still holds with this round's."""
+        del self.records[number]
+        self.gone.append(refs_key(number))
+        for seq, ref in record.live.items():
+            del self.home[seq]
+            self.fresh[seq] = ref
+
+    def flush(self) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+        """What the round writes to the state topic: the keys to tombstone, then the
+        new `r/` records (key, value)."""
+        gone, self.gone = self.gone, []
+        fresh = list(self.fresh.items())
+        self.fresh = {}
+        written: list[tuple[bytes, bytes]] = []
+        for start in range(0, len(fresh), REFS_PER_RECORD):
+            written += self._write(fresh[start:start + REFS_PER_RECORD])
+        return gone, written
+
+    def _write(self, refs: list[tuple[int, Ref]]) -> list[tuple[bytes, bytes]]:
+        """`refs` as one record, or as halves when that is over the limit (keys can be
+        up to 64 KiB each)."""
+        value = refs_record(ref for _, ref in refs)
+        if len(value) > self.max_bytes and len(refs) > 1:
+            half = len(refs) // 2
+            return self._write(refs[:half]) + self._write(refs[half:])
+        number = self.next_record
+        self.next_record += 1
+        self.records[number] = _Written(dict(refs), len(refs))
+        for seq, _ in refs:
+            self.home[seq] = number
+        return [(refs_key(number), value)]
+
+    def restored(self, state_key: bytes, size: int, held: int, refs: list[Ref]) -> None:
+        """A state record read back by the restore: `size` references were written in
+        it, `held` of them are still held, and `refs` are those restored. It is kept
+        as it is only if it is an `r/` record whose held events all came back and are
+        at least a quarter of it; otherwise it is tombstoned and its restored events
+        written again, so an event that could not be restored is reported once, not at
+        every restart."""
+        for _, _, seq, ts, key in refs:
+            heapq.heappush(self.by_key.setdefault(key, []), (ts, seq))
+        text = state_key.decode()
+        if text.startswith(REFS):
+            self.next_record = max(self.next_record, int(text[len(REFS):]) + 1)
+            if len(refs) == held and 4 * held >= size:
+                number = int(text[len(REFS):])
+                self.records[number] = _Written({ref[2]: ref for ref in refs}, size)
+                self.home.update((ref[2], number) for ref in refs)
+                return
+        self.gone.append(state_key)
+        self.fresh.update((ref[2], ref) for ref in refs)
 
     def held(self) -> int:
-        return sum(len(h) for h in self.by_key.values())
+        return len(self.home) + len(self.fresh)
 
 
 @dataclass
@@ -111,7 +222,10 @@ class TaskState:
     """Query id -> (registration sequence, text, own results topic)."""
     horizon: int = 0
     keys: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    refs: dict[bytes, list[Ref]] = field(default_factory=dict)
+    """`r/` records: every reference written in each, held or not."""
     events: dict[bytes, StoredEvent] = field(default_factory=dict)
+    """An earlier version's `e/` records, each one held event."""
 
     def apply(self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]]) -> None:
         """Fold one record of the state topic in (records come in log order; the last
@@ -127,7 +241,13 @@ class TaskState:
         if key is None:
             return
         text = key.decode("utf-8", "surrogateescape")
-        if text.startswith(EVENT):
+        if text.startswith(REFS):
+            int(text[len(REFS):])  # a ValueError for a key the worker did not write
+            if value is None:
+                self.refs.pop(key, None)
+            else:
+                self.refs[key] = _refs_of(value)
+        elif text.startswith(EVENT):
             if value is None:
                 self.events.pop(key, None)
                 return
@@ -153,17 +273,34 @@ class TaskState:
         elif text == HORIZON and value is not None:
             self.horizon = int(json.loads(value)["horizon"])
 
+    def held(self) -> Iterator[tuple[bytes, int, list[StoredEvent]]]:
+        """Per record holding events: its state key, how many events were written in
+        it, and those still held. An `r/` event is held while its key's floor has not
+        passed its `ts` (what releases it in the engine); an `e/` record is its event."""
+        for state_key, refs in self.refs.items():
+            held = []
+            for topic, offset, seq, ts, key in refs:
+                floor = self.keys.get(key, (None, None))[1]
+                if floor is None or ts >= floor:
+                    held.append(StoredEvent(topic, offset, key.encode(), seq))
+            yield state_key, len(refs), held
+        for state_key, stored in self.events.items():
+            yield state_key, 1, [stored]
+
     def originals(self, partition: int) -> dict[tuple[str, int], list[int]]:
         """The input records to read back, per topic-partition, in offset order."""
         wanted: dict[tuple[str, int], list[int]] = {}
-        for stored in self.events.values():
-            wanted.setdefault((stored.topic, partition), []).append(stored.offset)
+        for _, _, held in self.held():
+            for stored in held:
+                wanted.setdefault((stored.topic, partition), []).append(stored.offset)
         for offsets in wanted.values():
             offsets.sort()
         return wanted
 
     def next_seq(self) -> int:
-        return max((e.seq for e in self.events.values()), default=-1) + 1
+        seqs = chain((e.seq for e in self.events.values()),
+                     (ref[2] for refs in self.refs.values() for ref in refs))
+        return max(seqs, default=-1) + 1
 
     def next_query_seq(self) -> int:
         return max((q[0] for q in self.queries.values()), default=-1) + 1

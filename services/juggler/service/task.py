@@ -79,14 +79,7 @@ class PartitionTask:
         results per event on K). Dropped when the query's topic may change."""
         self.query_seq = 0
         self.seq = 0
-        self.tracker = held_state.HeldTracker()
-        self.fresh: dict[bytes, held_state.Headers] = {}
-        """This round's held-event references, sent when the round finishes: an event
-        its key's floor passes within the same round (every event but the last of a
-        selection-only workload) then costs no state record and no tombstone."""
-        self.unrestorable: list[bytes] = []
-        """State keys of held events a restore could not bring back: tombstoned in the
-        next round, so a later restart neither reads nor reports them again."""
+        self.held_refs = held_state.HeldRefs(worker.max_record_bytes)
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
         self.live: dict[str, Any] | None = None
         """The last command this round applied, for the round's one LIVE status."""
@@ -163,12 +156,11 @@ class PartitionTask:
             outbox.send(w.names.status, self.live["id"].encode(),
                         w.codec.encode(COMMAND_STATUS, self.live, topic=w.names.status))
             self.live = None
-        for gone in self.unrestorable:
-            outbox.put(state, gone, None, self.partition)
-        self.unrestorable = []
-        for ref, headers in self.fresh.items():
-            outbox.put(state, ref, b"", self.partition, headers)
-        self.fresh.clear()
+        gone, written = self.held_refs.flush()
+        for key in gone:
+            outbox.put(state, key, None, self.partition)
+        for key, value in written:
+            outbox.put(state, key, value, self.partition)
         for key in dirty:
             bounds = self.engine.key_bounds(key)
             if bounds is not None:
@@ -207,29 +199,22 @@ class PartitionTask:
             if outcome:
                 self._publish_encoded(event.key.encode(), outcome, outbox, counts)
                 counts.produced_at.append((record.timestamp, len(outcome)))
-        self._release(keys, outbox, dirty)
+        self._release(keys, dirty)
         batch.clear()
 
     def _held(self, event: Event, record: Record) -> None:
-        """The accepted event's record in the state topic: a reference to its input
-        record, sent when the round finishes unless its key's floor passes it first."""
-        self.fresh[held_state.event_key(record.topic, record.offset)] = \
-            held_state.event_headers(record.key or b"", self.seq)
+        """The accepted event is held: its reference goes into the round's `r/` record
+        unless its key's floor passes it first."""
+        self.held_refs.add((record.topic, record.offset, self.seq, event.ts, event.key))
         self.seq += 1
-        self.tracker.add(event.key, event.ts, record.topic, record.offset)
 
-    def _release(self, keys: Iterable[str], outbox: Outbox, dirty: set[str]) -> None:
-        """Tombstones for the held events of `keys` (those of a batch, in the order
-        they came) that their floors have passed; none for those of this round, whose
-        references are simply not sent. Once per key and batch, not per event: the
-        floor is read after the whole batch was evaluated either way."""
-        state = self.w.names.state
+    def _release(self, keys: Iterable[str], dirty: set[str]) -> None:
+        """Release the held events of `keys` (those of a batch) that their floors have
+        passed. Once per key and batch, not per event: the floor is read after the
+        whole batch was evaluated either way."""
         for key in keys:
             dirty.add(key)
-            _, floor = self.engine.key_bounds(key)
-            for released in self.tracker.release(key, floor):
-                if self.fresh.pop(released, None) is None:
-                    outbox.put(state, released, None, self.partition)
+            self.held_refs.release(key, self.engine.key_bounds(key)[1])
 
     def _log_late(self, reason: str) -> None:
         self._late_since_log += 1
@@ -346,32 +331,33 @@ class PartitionTask:
         per_key: dict[str, list[tuple[int, Event]]] = {}
         stream_of = {topic: s for s, topic in self.topic_of.items()}
         missing = 0
-        for state_key, stored in state.events.items():
-            value = originals.get((stored.topic, self.partition), {}).get(stored.offset)
-            stream = stream_of.get(stored.topic)
-            if stream is not None and value is None:
-                missing += 1
-                self.unrestorable.append(state_key)
-                continue
-            try:
-                if stream is None:
-                    raise KeyError("not a stream topic")
-                event = self.w.codec.event_from(stream, stored.key, value,
-                                                (stored.topic, self.partition, stored.offset))
-            except (CodecError, KeyError) as exc:  # the worker did not write this record
-                log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
-                            stored.topic, stored.offset, exc)
-                self.unrestorable.append(state_key)
-                continue
-            per_key.setdefault(event.key, []).append((stored.seq, event))
-            self.tracker.add(event.key, event.ts, stored.topic, stored.offset)
+        for state_key, size, held in state.held():
+            refs: list[held_state.Ref] = []
+            for stored in held:
+                value = originals.get((stored.topic, self.partition), {}).get(stored.offset)
+                stream = stream_of.get(stored.topic)
+                if stream is not None and value is None:
+                    missing += 1
+                    continue
+                try:
+                    if stream is None:
+                        raise KeyError("not a stream topic")
+                    event = self.w.codec.event_from(stream, stored.key, value,
+                                                    (stored.topic, self.partition, stored.offset))
+                except (CodecError, KeyError) as exc:  # the worker did not write this record
+                    log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
+                                stored.topic, stored.offset, exc)
+                    continue
+                per_key.setdefault(event.key, []).append((stored.seq, event))
+                refs.append((stored.topic, stored.offset, stored.seq, event.ts, event.key))
+            self.held_refs.restored(state_key, size, len(held), refs)
         for key, (maxts, floor) in state.keys.items():
             events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
             self.engine.restore(key, KeySnapshot(maxts, floor, events))
         self.seq = state.next_seq()
         self.restored = True
         log.debug("partition %d: restored %d queries, %d keys, %d held events", self.partition,
-                  len(self.texts), len(state.keys), len(state.events) - missing)
+                  len(self.texts), len(state.keys), self.held_refs.held())
         return missing
 
     def _restore_queries(self, state: held_state.TaskState) -> None:
