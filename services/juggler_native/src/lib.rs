@@ -14,11 +14,14 @@
 //! `Operator` `juggler.engine.native_engine.NativeEngine` drives.
 
 pub mod avro;
+pub mod decode;
 pub mod lists;
 pub mod operator;
 pub mod ordering;
 pub mod store;
 pub mod value;
 
+#[cfg(feature = "python")]
+mod py_decode;
 #[cfg(feature = "python")]
 mod py_operator;
