@@ -310,8 +310,8 @@ class NoDecoder:
 
 def task_outputs(codec: Codec, inputs: list[tuple[str, bytes | None, bytes | None]]
                  ) -> tuple[list[Any], RoundCounts, list[Any], list[Any]]:
-    """A task's outbox, counts, held references and snapshots after `add` and then
-    `_events` (what `run` does with records in arrival order) over `inputs`."""
+    """A task's outbox, counts and snapshots after `add`, then `_events` and `_finish`
+    (what `run` does with records in arrival order) over `inputs`."""
     worker = FakeWorker()
     worker.codec, worker.streams = codec, codec.stream_names()
     task = PartitionTask(worker, 0)
@@ -323,8 +323,9 @@ def task_outputs(codec: Codec, inputs: list[tuple[str, bytes | None, bytes | Non
         task.add(stream, Record(worker.names.stream(stream), 0, offset, key, value, 0), 1, 0.0)
     for _, _, event, ts in taken:
         assert ts == (None if isinstance(event, CodecError) else event.ts)
-    outbox, counts = Outbox(), RoundCounts()
-    task._events([item[:3] for item in taken], outbox, counts, set())
+    outbox, counts, dirty = Outbox(), RoundCounts(), set[str]()
+    task._events([item[:3] for item in taken], outbox, counts, dirty)
+    task._finish(outbox, dirty)
     snapshots = [(s.maxts, s.floor, [as_tuple(e) for e in s.events])
                  for key in sorted({e.key for _, _, e, _ in taken if not isinstance(e, CodecError)})
                  if (s := task.engine.snapshot(key)) is not None]
@@ -332,8 +333,8 @@ def task_outputs(codec: Codec, inputs: list[tuple[str, bytes | None, bytes | Non
     # fastavro's truncation error names its stream object ("<_io.BytesIO object at
     # 0x7f...>"), so a reason differs from run to run by that address alone
     messages = [(topic, value if value is None else ADDRESS.sub(lambda m: b"?" * len(m[0]), value),
-                 *rest) for topic, value, *rest in outbox.messages]
-    return [messages, counts, list(task.fresh.items()), snapshots], counts, kinds
+                 *rest) for topic, value, *rest in [*outbox.messages, *outbox.latest.values()]]
+    return [messages, outbox.offsets, counts, snapshots], counts, kinds
 
 
 def test_the_task_dead_letters_and_publishes_what_it_did_without_the_native_decoder(codec: Codec) -> None:
