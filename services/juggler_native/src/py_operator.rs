@@ -4,7 +4,9 @@
 //! `Event`'s attributes, turns its data into slot values, runs the core and builds
 //! `Result` objects directly, so no Python code runs per candidate or per held event.
 //! For the worker, `process_batch_encoded` writes each result's Avro body instead
-//! (`avro`), with no Python object per result but its bytes.
+//! (`avro`), with no Python object per result but its bytes, and the events it takes
+//! are mostly `DecodedEvent`s (`py_decode`), whose values are copied into slots as
+//! they are, with no Python object per column.
 //! Python's `juggler.engine.native_engine` compiles queries into the tuples
 //! `register` takes and answers the exact fallback (`exact(pred, left, right)`).
 
