@@ -37,8 +37,9 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -52,6 +53,9 @@ from juggler.codec.result_body import Unwritable, result_body
 from juggler.engine.events import Event, Position, Result
 from juggler.kafka import names
 from juggler.language.model import TIMESTAMP, Catalog, ColumnType
+
+if TYPE_CHECKING:
+    from juggler.engine.native import EventDecoder
 
 __all__ = [
     "Codec", "CodecError", "DecodeError", "SchemaViolation", "UnknownSchema",
@@ -552,6 +556,22 @@ class Codec:
         return record
 
     # -- streams
+
+    @cached_property
+    def native_decoder(self) -> EventDecoder:
+        """The worker's fast path for stream records (`juggler_native.EventDecoder`):
+        it reads the plain single-object records of every stream whose fields are
+        plain primitives into events the operator takes without a dict, and gives
+        None for any other record, which `event_from` then decodes or refuses."""
+        from juggler.engine.native import EventDecoder  # the Rust core, only for a worker
+
+        streams = []
+        for schema in self._schemas.values():
+            fields = [(f["name"], f["type"]) for f in schema.parsed["fields"]]
+            if (schema.stream is not None and self._by_short.get(schema.short_name) is schema
+                    and all(isinstance(t, str) for _, t in fields)):
+                streams.append((schema.short_name, schema.header, fields))
+        return EventDecoder(streams)
 
     def event_from(self, stream: str, key: str | bytes | None, value: bytes | None,
                    position: Position) -> Event:

@@ -7,6 +7,9 @@ comparison that doubles cannot decide (a difference within rounding of a constan
 an int beyond 64 bits), with rational arithmetic. Everything per event (attribute
 masks, held events by key and stream, time-range retrieval, join and window lists,
 MAXWINDOW, results) runs in Rust, one boundary crossing per event or per batch.
+Every entry point that takes events takes `Event`s and the worker's
+`juggler_native.DecodedEvent`s (stream records decoded in Rust, `Codec.native_decoder`)
+alike; the operator reads the latter's values without a Python object per column.
 
 The operator assumes what every driver gives it: within a stream, positions grow
 with arrival (line numbers offline, offsets of one partition on Kafka), so results
@@ -24,7 +27,7 @@ from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.exact import (attribute_holds, equality_key, lower_threshold,
                                   pair_holds, to_float, upper_threshold)
-from juggler.engine.native import Operator
+from juggler.engine.native import DecodedEvent, Operator
 from juggler.engine.orders import TYPES, check_order
 from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
                                     Query)
@@ -93,7 +96,7 @@ class NativeEngine:
         return [LateEvent(e, out, lateness) if type(out) is int else out
                 for e, out in zip(events, self._op.process_batch(events))]
 
-    def process_batch_encoded(self, events: list[Event], budget: int
+    def process_batch_encoded(self, events: list[Event | DecodedEvent], budget: int
                               ) -> list[Sequence[tuple[str, bytes] | Result] | LateEvent]:
         """`process_batch` for the worker, each result already written in Rust as the
         Avro body of `juggler.Result`: per event the empty tuple, its LateEvent, or

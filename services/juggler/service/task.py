@@ -93,13 +93,21 @@ class PartitionTask:
     # inputs -------------------------------------------------------------------------
 
     def add(self, stream: str, record: Record, epoch: int, now: float) -> None:
-        """Decode a stream record now: its `ts` decides its place in the order."""
-        try:
-            event: Event | CodecError = self.w.codec.event_from(
-                stream, record.key, record.value, (record.topic, record.partition, record.offset))
-            ts = event.ts  # type: ignore[union-attr]
-        except CodecError as exc:
-            event, ts = exc, None
+        """Decode a stream record now: its `ts` decides its place in the order.
+
+        The native decoder reads the plain records (almost all) into a
+        `juggler_native.DecodedEvent`, which the operator takes as it is and which reads
+        like an `Event`; it gives None for any other record, which `event_from` decodes
+        or refuses with the reason and kind the dead letter carries."""
+        event = self.w.codec.native_decoder.event(
+            stream, record.key, record.value, record.topic, record.partition, record.offset)
+        if event is None:
+            try:
+                event = self.w.codec.event_from(
+                    stream, record.key, record.value, (record.topic, record.partition, record.offset))
+            except CodecError as exc:
+                event = exc
+        ts = None if isinstance(event, CodecError) else event.ts
         self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)), now)
 
     def add_barrier(self, record: Record) -> None:

@@ -9,16 +9,23 @@
 //! applied in. Python keeps the language: it compiles queries to `operator::QuerySpec`
 //! with exact thresholds and answers the rare comparison doubles cannot decide.
 //!
+//! The worker's stream records are read here too (`decode`): the plain ones become
+//! events the operator takes with no Python object per column.
+//!
 //! The pure core has no Python in it and is what `cargo test` checks; the `python`
 //! feature (on in maturin builds) binds it as the `juggler_native` module, whose
-//! `Operator` `juggler.engine.native_engine.NativeEngine` drives.
+//! `Operator` `juggler.engine.native_engine.NativeEngine` drives and whose
+//! `EventDecoder` `juggler.codec.avro.Codec.native_decoder` builds.
 
 pub mod avro;
+pub mod decode;
 pub mod lists;
 pub mod operator;
 pub mod ordering;
 pub mod store;
 pub mod value;
 
+#[cfg(feature = "python")]
+mod py_decode;
 #[cfg(feature = "python")]
 mod py_operator;

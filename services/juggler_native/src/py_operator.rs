@@ -4,11 +4,14 @@
 //! `Event`'s attributes, turns its data into slot values, runs the core and builds
 //! `Result` objects directly, so no Python code runs per candidate or per held event.
 //! For the worker, `process_batch_encoded` writes each result's Avro body instead
-//! (`avro`), with no Python object per result but its bytes.
+//! (`avro`), with no Python object per result but its bytes, and the events it takes
+//! are mostly `DecodedEvent`s (`py_decode`), whose values are copied into slots as
+//! they are, with no Python object per column.
 //! Python's `juggler.engine.native_engine` compiles queries into the tuples
 //! `register` takes and answers the exact fallback (`exact(pred, left, right)`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -22,6 +25,7 @@ use crate::avro;
 use crate::lists::{EqConst, Exact, Factor};
 use crate::operator::{Hit, Incoming, Operator, PredSpec, QuerySpec};
 use crate::ordering::{self, TypeManager};
+use crate::py_decode::{DecodedEvent, EventDecoder, Stream};
 use crate::operator::KeyState;
 use crate::store::{Pos, Store};
 use crate::value::{NumKey, V, float_key};
@@ -115,6 +119,12 @@ pub struct PyOperator {
     /// None if `result_body` would not write them (see `position_prefix`).
     prefix_avro: Vec<Option<Vec<u8>>>,
     others: Vec<Py<PyAny>>,
+    /// Per decoder stream (by its address, held so it cannot be reused): its stream
+    /// id, the slots of its columns and their shape, worked out at its first event.
+    decoded: FxHashMap<usize, (Arc<Stream>, u32, Vec<usize>, u32)>,
+    /// The `prefix_list` tag of a decoded event's (topic, partition), by topic: its
+    /// events carry no tuple to look up in `prefixes`.
+    decoded_prefixes: FxHashMap<String, Vec<(i64, u32)>>,
 }
 
 /// The exact fallback, answered by the Python callable; the first error is kept and
@@ -154,7 +164,7 @@ impl Exact for PyExact<'_, '_> {
     }
 }
 
-fn to_py<'py>(py: Python<'py>, v: &V) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_py<'py>(py: Python<'py>, v: &V) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
         V::I(i) => i.into_pyobject(py)?.into_any(),
         V::F(f) => PyFloat::new(py, *f).into_any(),
@@ -341,25 +351,39 @@ impl PyOperator {
                 let last = t.get_item(2)?;
                 if last.is_exact_instance_of::<PyInt>() {
                     if let Ok(off) = last.extract::<i64>() {
-                        let prefix = t.get_slice(0, 2);
-                        let prefixes = self.prefixes.bind(py);
-                        let tag = match prefixes.get_item(&prefix)? {
-                            Some(tag) => tag.extract::<u32>()?,
-                            None => {
-                                self.prefix_avro.push(position_prefix(&prefix));
-                                self.prefix_list.push(prefix.clone().into_any().unbind());
-                                let tag = self.prefix_list.len() as u32;
-                                prefixes.set_item(prefix, tag)?;
-                                tag
-                            }
-                        };
-                        return Ok((tag, off));
+                        return Ok((self.prefix_tag(py, &t.get_slice(0, 2))?, off));
                     }
                 }
             }
         }
         self.others.push(pos.clone().unbind());
         Ok((u32::MAX, self.others.len() as i64 - 1))
+    }
+
+    /// The `prefix_list` tag of a position's (topic, partition), numbered from 1.
+    fn prefix_tag(&mut self, py: Python<'_>, prefix: &Bound<'_, PyTuple>) -> PyResult<u32> {
+        let prefixes = self.prefixes.bind(py);
+        if let Some(tag) = prefixes.get_item(prefix)? {
+            return tag.extract::<u32>();
+        }
+        self.prefix_avro.push(position_prefix(prefix));
+        self.prefix_list.push(prefix.clone().into_any().unbind());
+        let tag = self.prefix_list.len() as u32;
+        prefixes.set_item(prefix, tag)?;
+        Ok(tag)
+    }
+
+    /// A decoded event's position, encoded as `encode_pos` encodes the same
+    /// (topic, partition, offset) tuple.
+    fn decoded_pos(&mut self, py: Python<'_>, event: &DecodedEvent) -> PyResult<Pos> {
+        let topic = event.topic.bind(py);
+        let known = self.decoded_prefixes.get(topic.to_str()?).and_then(|tags| tags.iter().find(|(p, _)| *p == event.partition));
+        if let Some(&(_, tag)) = known {
+            return Ok((tag, event.offset));
+        }
+        let tag = self.prefix_tag(py, &(topic, event.partition).into_pyobject(py)?)?;
+        self.decoded_prefixes.entry(topic.to_str()?.to_owned()).or_default().push((event.partition, tag));
+        Ok((tag, event.offset))
     }
 
     fn decode_pos<'py>(&self, py: Python<'py>, pos: Pos) -> PyResult<Bound<'py, PyAny>> {
@@ -410,6 +434,9 @@ impl PyOperator {
 
     /// The event's stream, key, ts, slot values, shape and position.
     fn incoming<'a>(&mut self, py: Python<'_>, event: &Bound<'_, PyAny>, key: &'a str) -> PyResult<Incoming<'a>> {
+        if let Ok(decoded) = event.cast::<DecodedEvent>() {
+            return self.incoming_decoded(py, decoded.get(), key);
+        }
         let stream = self.event_stream(py, event)?;
         let ts: i64 = event
             .getattr(intern!(py, "ts"))?
@@ -439,29 +466,57 @@ impl PyOperator {
             row[slot] = from_py(&v)?;
         }
         row.resize(self.core.widths[stream as usize], V::Missing);
-        let names = &mut self.streams[stream as usize];
         let shape_id = if same {
-            names.last_shape
+            self.streams[stream as usize].last_shape
         } else {
-            let id = match names.shape_of.get(&shape) {
-                Some(&id) => id,
-                None => {
-                    let id = names.shapes.len() as u32;
-                    let prefix = names.name.bind(py).to_str()?.to_owned();
-                    let labels: Vec<String> = shape.iter().map(|&s| format!("{prefix}.{}", names.columns[s].bind(py))).collect();
-                    names.labels_avro.push(labels.iter().map(|label| avro::encoded(label)).collect());
-                    names.labels.push(labels.iter().map(|label| PyString::new(py, label).unbind()).collect());
-                    names.shapes.push(shape.clone());
-                    names.shape_of.insert(shape.clone(), id);
-                    id
-                }
-            };
+            let id = self.shape_id(py, stream, &shape)?;
+            let names = &mut self.streams[stream as usize];
             names.last = data.keys().iter().zip(&shape).map(|(k, &s)| Ok((k.cast_into::<PyString>()?.unbind(), s))).collect::<PyResult<_>>()?;
             names.last_shape = id;
             id
         };
         let pos = self.encode_pos(py, &event.getattr(intern!(py, "position"))?)?;
         Ok(Incoming { stream, key, ts, shape: shape_id, row, pos })
+    }
+
+    /// The id of a data shape (its columns' slots in data order) of `stream`, numbered
+    /// at its first event.
+    fn shape_id(&mut self, py: Python<'_>, stream: u32, shape: &[usize]) -> PyResult<u32> {
+        let names = &mut self.streams[stream as usize];
+        if let Some(&id) = names.shape_of.get(shape) {
+            return Ok(id);
+        }
+        let id = names.shapes.len() as u32;
+        let prefix = names.name.bind(py).to_str()?.to_owned();
+        let labels: Vec<String> = shape.iter().map(|&s| format!("{prefix}.{}", names.columns[s].bind(py))).collect();
+        names.labels_avro.push(labels.iter().map(|label| avro::encoded(label)).collect());
+        names.labels.push(labels.iter().map(|label| PyString::new(py, label).unbind()).collect());
+        names.shapes.push(shape.to_vec());
+        names.shape_of.insert(shape.to_vec(), id);
+        Ok(id)
+    }
+
+    /// `incoming` for a `DecodedEvent`: its values go to their slots as they are,
+    /// with the shape its data dict would have (columns in schema order).
+    fn incoming_decoded<'a>(&mut self, py: Python<'_>, event: &DecodedEvent, key: &'a str) -> PyResult<Incoming<'a>> {
+        let address = Arc::as_ptr(&event.stream) as usize;
+        if !self.decoded.contains_key(&address) {
+            let id = self.stream_id(py, event.stream.name.bind(py).to_str()?);
+            let mut slots = Vec::with_capacity(event.stream.columns.len());
+            for column in &event.stream.columns {
+                slots.push(self.slot_of(py, id, column.bind(py).to_str()?));
+            }
+            let shape = self.shape_id(py, id, &slots)?;
+            self.decoded.insert(address, (event.stream.clone(), id, slots, shape));
+        }
+        let pos = self.decoded_pos(py, event)?;
+        let (_, stream, slots, shape) = &self.decoded[&address];
+        let mut row = vec![V::Missing; self.core.widths[*stream as usize]];
+        row[0] = V::I(event.ts);
+        for (&slot, value) in slots.iter().zip(&event.values) {
+            row[slot] = value.clone();
+        }
+        Ok(Incoming { stream: *stream, key, ts: event.ts, shape: *shape, row, pos })
     }
 
     /// Results in the contract's order (see `in_order`).
@@ -589,7 +644,10 @@ impl PyOperator {
     /// Evaluate one event: its key object and the core's outcome (the results it
     /// completes, or the key's maxts when it is late).
     fn evaluate<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyString>, Outcome)> {
-        let key_ob = event.getattr(intern!(py, "key"))?.cast_into::<PyString>()?;
+        let key_ob = match event.cast::<DecodedEvent>() {
+            Ok(decoded) => decoded.get().key.bind(py).clone(),
+            Err(_) => event.getattr(intern!(py, "key"))?.cast_into::<PyString>()?,
+        };
         let key = key_ob.to_str()?;
         let incoming = self.incoming(py, event, key)?;
         let mut ex = PyExact { py, f: exact, error: None };
@@ -652,6 +710,8 @@ impl PyOperator {
             prefix_list: Vec::new(),
             prefix_avro: Vec::new(),
             others: Vec::new(),
+            decoded: FxHashMap::default(),
+            decoded_prefixes: FxHashMap::default(),
         })
     }
 
@@ -860,5 +920,7 @@ impl PyOperator {
 #[pymodule]
 fn juggler_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOperator>()?;
+    m.add_class::<EventDecoder>()?;
+    m.add_class::<DecodedEvent>()?;
     Ok(())
 }
