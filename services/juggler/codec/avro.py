@@ -35,6 +35,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -525,7 +526,9 @@ class Codec:
         try:
             record = fastavro.schemaless_reader(stream, writer, reader)
         except EOFError as exc:
-            detail = f": {exc}" if str(exc) else ""
+            # fastavro names the stream object ("cannot read double from <_io.BytesIO
+            # object at 0x...>"): an address would make each dead letter's reason differ
+            detail = f": {_STREAM_REPR.sub('', str(exc))}" if str(exc) else ""
             raise DecodeError(f"truncated Avro body for {name}: the data ends early"
                               f"{detail} ({len(data) - start}-byte body)") from None
         except UnicodeDecodeError:
@@ -592,6 +595,9 @@ class Codec:
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+_STREAM_REPR = re.compile(r" from <[^>]*>")
 
 
 def _entity_key(stream: str, key: str | bytes | None) -> str:
