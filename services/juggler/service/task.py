@@ -19,6 +19,7 @@ from typing import Any
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
+from juggler.engine.native import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.service import held_state
@@ -93,22 +94,26 @@ class PartitionTask:
     # inputs -------------------------------------------------------------------------
 
     def add(self, stream: str, record: Record, epoch: int, now: float) -> None:
-        """Decode a stream record now: its `ts` decides its place in the order.
-
-        The native decoder reads the plain records (almost all) into a
-        `juggler_native.DecodedEvent`, which the operator takes as it is and which reads
-        like an `Event`; it gives None for any other record, which `event_from` decodes
-        or refuses with the reason and kind the dead letter carries."""
-        event = self.w.codec.native_decoder.event(
-            stream, record.key, record.value, record.topic, record.partition, record.offset)
-        if event is None:
-            try:
-                event = self.w.codec.event_from(
-                    stream, record.key, record.value, (record.topic, record.partition, record.offset))
-            except CodecError as exc:
-                event = exc
-        ts = None if isinstance(event, CodecError) else event.ts
+        """Decode a stream record now: its `ts` decides its place in the order."""
+        try:
+            event: Event | DecodedEvent | CodecError = self._decode(
+                stream, record.key, record.value, record.topic, record.offset)
+            ts = event.ts
+        except CodecError as exc:
+            event, ts = exc, None
         self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)), now)
+
+    def _decode(self, stream: str, key: bytes | None, value: bytes | None, topic: str,
+                offset: int) -> Event | DecodedEvent:
+        """A stream record of p as an event. The native decoder reads the plain records
+        (almost all) into a `juggler_native.DecodedEvent`, which the operator takes as
+        it is and which reads like an `Event`; it gives None for any other record, which
+        `event_from` decodes or refuses with the reason and kind a dead letter carries."""
+        codec = self.w.codec
+        event = codec.native_decoder.event(stream, key, value, topic, self.partition, offset)
+        if event is None:
+            return codec.event_from(stream, key, value, (topic, self.partition, offset))
+        return event
 
     def add_barrier(self, record: Record) -> None:
         """p's copy of an accepted command, with the log-end offsets it applies at. A
@@ -336,7 +341,7 @@ class PartitionTask:
         anything: the events were processed, and their results committed, before.
         The number of held events whose original is gone (see `restore.py`)."""
         self._restore_queries(state)
-        per_key: dict[str, list[tuple[int, Event]]] = {}
+        per_key: dict[str, list[tuple[int, Event | DecodedEvent]]] = {}
         stream_of = {topic: s for s, topic in self.topic_of.items()}
         missing = 0
         for state_key, size, held in state.held():
@@ -350,8 +355,7 @@ class PartitionTask:
                 try:
                     if stream is None:
                         raise KeyError("not a stream topic")
-                    event = self.w.codec.event_from(stream, stored.key, value,
-                                                    (stored.topic, self.partition, stored.offset))
+                    event = self._decode(stream, stored.key, value, stored.topic, stored.offset)
                 except (CodecError, KeyError) as exc:  # the worker did not write this record
                     log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
                                 stored.topic, stored.offset, exc)
