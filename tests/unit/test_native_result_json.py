@@ -41,6 +41,8 @@ def _double_of(bits: int) -> float:
 DOUBLE = (st.floats(allow_nan=False, allow_infinity=False)
           | st.integers(0, 2**64 - 1).map(_double_of).filter(math.isfinite)
           | st.integers(-2**60, 2**60).map(float)
+          | st.integers(-2**56, 2**56).map(lambda n: n / 8)  # often a tie between the shortest
+          | st.integers(-1074, 1023).map(lambda e: 2.0**e)  # closer doubles below than above
           | st.sampled_from([0.0, -0.0, 1e-5, 1e-4, 1e15, 1e16, 9999999999999998.0, 5e-324,
                              2.2250738585072014e-308, 1.7976931348623157e308, 0.1, 1 / 3]))
 VALUE = st.none() | st.booleans() | LONG | DOUBLE | TEXT

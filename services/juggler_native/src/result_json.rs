@@ -141,14 +141,16 @@ fn string(out: &mut String, s: &str) {
 /// positional form when the decimal exponent is from -4 to 15 (with ".0" when there is
 /// no fraction), else as `d.ddde+XX`.
 ///
-/// Rust's `{:e}` finds how many digits that is, but when two such strings are equally
-/// close to `f` (1496887933091857.25 to 16 digits after the first) it rounds the tie
-/// up where Python rounds it to even; so the digits are `f` correctly rounded (ties to
-/// even, as `{:.N$e}` does) to that many.
+/// Of the strings with that many digits that read back as `f`, both take the closest;
+/// but when two are equally close (1496887933091857.25 to 17 digits), Rust's `{:e}`
+/// takes the larger and Python the even one. So the digits are `f` rounded to that
+/// many with ties to even (`{:.N$e}`) when that reads back as `f` (it may not: below a
+/// power of two the doubles are closer together, 2^-24 is 5.960464477539063e-08).
 fn double(out: &mut String, f: f64) {
     let shortest = format!("{f:e}");
     let digits = shortest.bytes().take_while(|&b| b != b'e').filter(u8::is_ascii_digit).count();
-    let scientific = format!("{f:.*e}", digits - 1);
+    let even = format!("{f:.*e}", digits - 1);
+    let scientific = if even.parse() == Ok(f) { even } else { shortest };
     let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
     let exponent: i32 = exponent.parse().expect("{:e} writes a decimal exponent");
     let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
@@ -239,6 +241,7 @@ mod tests {
             (1e100, "1e+100"),
             (1496887933091857.25, "1496887933091857.2"),
             (-146076764543890.625, "-146076764543890.62"),
+            (2f64.powi(-24), "5.960464477539063e-08"),
         ];
         for (f, text) in cases {
             assert_eq!(repr(f), text, "{f:e}");
