@@ -13,7 +13,7 @@ are the same as before: per partition of the query's topic, the next offset to r
 
 Each result is kept as the JSON text the API sends, so a page is a concatenation of
 rows (`results_api.page_body`), with nothing decoded or encoded per request. A
-worker's result is written as that text in Rust (`_row`), a ninth of the cost of
+worker's result is written as that text in Rust (`_row`), an eighth of the cost of
 decoding it and calling `json.dumps`, which every other message still takes.
 
 Why a process and not a thread: decoding every result, writing its JSON and inserting
