@@ -7,10 +7,10 @@ import with what to run rather than falling back to a slower copy of the same co
 from __future__ import annotations
 
 try:
-    from juggler_native import DecodedEvent, EventDecoder, Operator
+    from juggler_native import DecodedEvent, EventDecoder, Operator, result_json
 except ImportError as exc:  # pragma: no cover - only without a build
     raise ImportError(
         "juggler_native, the operator's Rust core, is not installed: run bin/setup "
         "(it builds services/juggler_native with maturin; see its README)") from exc
 
-__all__ = ["DecodedEvent", "EventDecoder", "Operator"]
+__all__ = ["DecodedEvent", "EventDecoder", "Operator", "result_json"]

@@ -77,13 +77,13 @@ pub fn entity_key(key: Option<&[u8]>) -> Option<&str> {
     key.filter(|k| k.len() <= MAX_KEY_BYTES).and_then(|k| std::str::from_utf8(k).ok())
 }
 
-/// The unread rest of a record body.
-struct Body<'a> {
-    data: &'a [u8],
+/// The unread rest of a record body (also `result_json`'s reader).
+pub(crate) struct Body<'a> {
+    pub(crate) data: &'a [u8],
 }
 
-impl Body<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+impl<'a> Body<'a> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if n > self.data.len() {
             return None;
         }
@@ -92,7 +92,7 @@ impl Body<'_> {
         Some(head)
     }
 
-    fn value(&mut self, field: Field) -> Option<V> {
+    pub(crate) fn value(&mut self, field: Field) -> Option<V> {
         Some(match field {
             Field::Long => V::I(self.long()?),
             Field::Int => V::I(i32::try_from(self.long()?).ok()?.into()),
@@ -103,15 +103,18 @@ impl Body<'_> {
                 [1] => V::B(true),
                 _ => return None,
             },
-            Field::Str => {
-                let n = usize::try_from(self.long()?).ok()?;
-                V::S(Box::new(std::str::from_utf8(self.take(n)?).ok()?.to_owned()))
-            }
+            Field::Str => V::S(Box::new(self.str()?.to_owned())),
         })
     }
 
+    /// An Avro string: its length, then that many bytes of valid UTF-8.
+    pub(crate) fn str(&mut self) -> Option<&'a str> {
+        let n = usize::try_from(self.long()?).ok()?;
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+
     /// A zigzag varint in its minimal form (at most ten bytes, no high zero byte).
-    fn long(&mut self) -> Option<i64> {
+    pub(crate) fn long(&mut self) -> Option<i64> {
         let mut z = 0u64;
         for i in 0..10 {
             let b = *self.take(1)?.first()?;

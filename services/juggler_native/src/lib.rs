@@ -10,7 +10,8 @@
 //! with exact thresholds and answers the rare comparison doubles cannot decide.
 //!
 //! The worker's stream records are read here too (`decode`): the plain ones become
-//! events the operator takes with no Python object per column.
+//! events the operator takes with no Python object per column. So are the results the
+//! results index keeps: `result_json` writes a result message as its JSON text.
 //!
 //! The pure core has no Python in it and is what `cargo test` checks; the `python`
 //! feature (on in maturin builds) binds it as the `juggler_native` module, whose
@@ -22,6 +23,7 @@ pub mod decode;
 pub mod lists;
 pub mod operator;
 pub mod ordering;
+pub mod result_json;
 pub mod store;
 pub mod value;
 
@@ -29,3 +31,5 @@ pub mod value;
 mod py_decode;
 #[cfg(feature = "python")]
 mod py_operator;
+#[cfg(feature = "python")]
+mod py_result_json;

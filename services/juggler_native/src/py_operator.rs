@@ -922,5 +922,6 @@ fn juggler_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOperator>()?;
     m.add_class::<EventDecoder>()?;
     m.add_class::<DecodedEvent>()?;
+    m.add_function(wrap_pyfunction!(crate::py_result_json::result_json, m)?)?;
     Ok(())
 }

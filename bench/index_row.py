@@ -1,0 +1,77 @@
+"""Per-result cost of the results index's `_row` (a `juggler.Result` message -> the
+row with the JSON text the HTTP API serves), without Kafka.
+
+Why: `_row` is most of the indexing process's CPU (docs/benchmarks.md, workload K).
+The results are shaped like K's (a join of two streams, a four-column row); the
+median of several runs is printed in microseconds per result.
+
+    PYTHONPATH=services:. python -m bench.index_row [--runs 7] [--n 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+from juggler.codec.avro import RESULT, Codec
+from juggler.kafka.names import QUERY_HEADER
+from juggler.service.results_store import _row, _row_header
+
+
+class Message:
+    """What `_row` reads of a confluent_kafka message."""
+
+    def __init__(self, value: bytes, query: str, offset: int) -> None:
+        self._value, self._headers, self._offset = value, [(QUERY_HEADER, query.encode())], offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self._headers
+
+    def topic(self) -> str:
+        return "juggler.results"
+
+    def partition(self) -> int:
+        return 3
+
+    def offset(self) -> int:
+        return self._offset
+
+
+def messages(codec: Codec, n: int) -> list[Message]:
+    out = []
+    for i in range(n):
+        query = f"q{i % 100}"
+        record = {"query": query, "key": f"patient-{i % 5000}", "ts": 1_700_000_000_000 + i,
+                  "sources": {"A": {"topic": "juggler.stream.A", "partition": i % 4, "offset": 2 * i},
+                              "B": {"topic": "juggler.stream.B", "partition": i % 4, "offset": 2 * i + 1}},
+                  "row": {"A.value": i * 0.37, "B.value": i % 1000, "A.unit": "mmol/l",
+                          "B.flag": i % 2 == 0}}
+        out.append(Message(codec.encode(RESULT, record, trusted=True), query, i))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--n", type=int, default=20_000)
+    args = parser.parse_args()
+    codec = Codec()
+    header = _row_header(codec)
+    batch = messages(codec, args.n)
+    runs = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        for m in batch:
+            _row(m, codec, header)
+        runs.append((time.perf_counter() - start) / len(batch) * 1e6)
+    print(f"_row: {statistics.median(runs):.2f} us per result (median of {args.runs} runs "
+          f"of {args.n}; min {min(runs):.2f}, max {max(runs):.2f})")
+
+
+if __name__ == "__main__":
+    main()
