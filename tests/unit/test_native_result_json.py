@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 import struct
 from typing import Any
 
@@ -81,12 +80,6 @@ class Message:
 
 def python_row(m: Message) -> Row | None:
     return _row(m, CODEC, OTHER_HEADER)
-
-
-def without_addresses(row: Row | None) -> Row | None:
-    """The row with the object addresses some of fastavro's errors name (`<_io.BytesIO
-    object at 0x...>`) taken out: they differ from one decoding to the next."""
-    return row and (*row[:4], re.sub(r" at 0x[0-9a-f]+", "", row[4]))
 
 
 def encoded(record: dict[str, Any]) -> bytes:
@@ -165,7 +158,7 @@ def test_anything_else_takes_the_python_path(name: str) -> None:
     value = MALFORMED[name]
     assert native_text(value) is None
     m = Message(value)
-    assert without_addresses(_row(m, CODEC, HEADER)) == without_addresses(python_row(m))
+    assert _row(m, CODEC, HEADER) == python_row(m)
 
 
 def test_rows_without_a_query_header_or_a_value_are_unchanged() -> None:
@@ -189,4 +182,4 @@ def test_any_damage_to_a_result_gives_the_python_paths_row(record: dict[str, Any
         elif i < len(value):
             value[i] = byte
     m = Message(bytes(value))
-    assert without_addresses(_row(m, CODEC, HEADER)) == without_addresses(python_row(m))
+    assert _row(m, CODEC, HEADER) == python_row(m)
