@@ -52,13 +52,20 @@ log = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     query TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
-    offset INTEGER NOT NULL, record TEXT NOT NULL,
-    PRIMARY KEY (query, topic, partition, offset)) WITHOUT ROWID;
+    offset INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS results_at ON results (query, topic, partition, offset);
 CREATE TABLE IF NOT EXISTS ends (
     topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
     PRIMARY KEY (topic, partition)) WITHOUT ROWID;
 """
-"""`ends`: per topic partition, the offset up to which `results` holds every result."""
+"""`ends`: per topic partition, the offset up to which `results` holds every result.
+
+Why rows in arrival order with an index, not a table keyed by (query, topic, partition,
+offset): results of many queries arrive interleaved, and in a table clustered on that
+key every insert landed somewhere else in the tree with its whole JSON text (15 us per
+result at 100 queries, 4/5 of the index's time once the JSON is written natively);
+appended rows plus a small index entry take 5.5 us. A page then reads its rows
+through the index: about 0.1 ms instead of 0.05 for 50 results."""
 
 INDEX_NICENESS = 10
 """How much the indexing process lowers its own CPU priority (`os.nice`). The index is a
