@@ -6,7 +6,8 @@ Starts a fresh local broker, produces workload J (n = 100, 50% overlap) to the s
 topics, and measures in the same run:
 
 - the ceiling: confluent-kafka consuming the stream topics and decoding every record
-  into an engine event with the worker's codec (median of the repeats);
+  into an engine event as the worker does (`Codec.stream_event`: the native decoder)
+  (median of the repeats);
 - the bare engine on the same events, in this process (what evaluation alone costs);
 - one worker (`juggler worker`, a child process) with the 100 queries registered:
   events/s on a backlog produced beforehand (one transaction, so it becomes readable
@@ -256,8 +257,8 @@ def ceiling(bootstrap: str, prefix: str, count: int, streams: Iterable[str] = ("
         while seen < count:
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error() is None:
-                    codec.event_from(topics[msg.topic()], msg.key(), msg.value(),
-                                     (msg.topic(), msg.partition(), msg.offset()))
+                    codec.stream_event(topics[msg.topic()], msg.key(), msg.value(),
+                                       msg.topic(), msg.partition(), msg.offset())
                     seen += 1
         return seen / (time.perf_counter() - t0)
     finally:

@@ -56,7 +56,7 @@ from juggler.kafka import names
 from juggler.language.model import TIMESTAMP, Catalog, ColumnType
 
 if TYPE_CHECKING:
-    from juggler.engine.native import EventDecoder
+    from juggler.engine.native import DecodedEvent, EventDecoder
 
 __all__ = [
     "Codec", "CodecError", "DecodeError", "SchemaViolation", "UnknownSchema",
@@ -575,6 +575,18 @@ class Codec:
                     and all(isinstance(t, str) for _, t in fields)):
                 streams.append((schema.short_name, schema.header, fields))
         return EventDecoder(streams)
+
+    def stream_event(self, stream: str, key: bytes | None, value: bytes | None, topic: str,
+                     partition: int, offset: int) -> Event | DecodedEvent:
+        """A stream record as the worker reads it: the native decoder reads the plain
+        records (almost all) into a `juggler_native.DecodedEvent`, which the operator
+        takes as it is and which reads like an `Event`; it gives None for any other
+        record, which `event_from` decodes or refuses with the reason and kind a dead
+        letter carries."""
+        event = self.native_decoder.event(stream, key, value, topic, partition, offset)
+        if event is None:
+            return self.event_from(stream, key, value, (topic, partition, offset))
+        return event
 
     def event_from(self, stream: str, key: str | bytes | None, value: bytes | None,
                    position: Position) -> Event:

@@ -193,9 +193,9 @@ class HeldRefs:
             heapq.heappush(self.by_key.setdefault(key, []), (ts, seq))
         text = state_key.decode()
         if text.startswith(REFS):
-            self.next_record = max(self.next_record, int(text[len(REFS):]) + 1)
+            number = int(text[len(REFS):])
+            self.next_record = max(self.next_record, number + 1)
             if len(refs) == held and 4 * held >= size:
-                number = int(text[len(REFS):])
                 self.records[number] = _Written({ref[2]: ref for ref in refs}, size)
                 self.home.update((ref[2], number) for ref in refs)
                 return

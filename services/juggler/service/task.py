@@ -96,24 +96,12 @@ class PartitionTask:
     def add(self, stream: str, record: Record, epoch: int, now: float) -> None:
         """Decode a stream record now: its `ts` decides its place in the order."""
         try:
-            event: Event | DecodedEvent | CodecError = self._decode(
-                stream, record.key, record.value, record.topic, record.offset)
+            event: Event | DecodedEvent | CodecError = self.w.codec.stream_event(
+                stream, record.key, record.value, record.topic, self.partition, record.offset)
             ts = event.ts
         except CodecError as exc:
             event, ts = exc, None
         self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)), now)
-
-    def _decode(self, stream: str, key: bytes | None, value: bytes | None, topic: str,
-                offset: int) -> Event | DecodedEvent:
-        """A stream record of p as an event. The native decoder reads the plain records
-        (almost all) into a `juggler_native.DecodedEvent`, which the operator takes as
-        it is and which reads like an `Event`; it gives None for any other record, which
-        `event_from` decodes or refuses with the reason and kind a dead letter carries."""
-        codec = self.w.codec
-        event = codec.native_decoder.event(stream, key, value, topic, self.partition, offset)
-        if event is None:
-            return codec.event_from(stream, key, value, (topic, self.partition, offset))
-        return event
 
     def add_barrier(self, record: Record) -> None:
         """p's copy of an accepted command, with the log-end offsets it applies at. A
@@ -355,7 +343,8 @@ class PartitionTask:
                 try:
                     if stream is None:
                         raise KeyError("not a stream topic")
-                    event = self._decode(stream, stored.key, value, stored.topic, stored.offset)
+                    event = self.w.codec.stream_event(stream, stored.key, value, stored.topic,
+                                                      self.partition, stored.offset)
                 except (CodecError, KeyError) as exc:  # the worker did not write this record
                     log.warning("partition %d: skipping state record %s/%d: %s", self.partition,
                                 stored.topic, stored.offset, exc)
