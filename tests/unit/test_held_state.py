@@ -104,7 +104,8 @@ def test_records_of_an_earlier_version_restore_and_are_written_again() -> None:
     state.apply(b"r/5", b'{"refs": {"t": [[1, 2, "3", "k"]]}}', [])
     assert _held(state) == {(TOPIC, 12, b"p1", 7), ("t.juggler.stream.H", 3, b"p1", 8),
                             (TOPIC, 21, b"p2", 10)}
-    assert state.originals(5) == {(TOPIC, 5): [12, 21], ("t.juggler.stream.H", 5): [3]}
+    assert held_state.originals(state.held(), 5) == {(TOPIC, 5): [12, 21],
+                                                     ("t.juggler.stream.H", 5): [3]}
     assert state.next_seq() == 11
     refs = HeldRefs(LIMIT)
     for state_key, size, held in state.held():

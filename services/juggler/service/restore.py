@@ -26,7 +26,7 @@ from typing import Any
 
 from juggler.codec.avro import COMMAND_STATUS, CodecError
 from juggler.kafka.offsets import group_offsets, log_ends
-from juggler.service.held_state import TaskState
+from juggler.service.held_state import TaskState, originals
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +85,12 @@ def _assigned(worker: Any, fresh: list[Any], control: Any | None) -> None:
         except CodecError as exc:
             log.warning("status topic: skipping a record that is not a status: %s", exc.reason)
     streams = {names.stream(s) for s in worker.streams}
-    wanted = {tp: offsets for p, state in states.items()
-              for tp, offsets in state.originals(p).items() if tp[0] in streams}
-    originals = read_originals(worker, wanted)
-    missing = sum(task.restore(states[task.partition], originals) for task in rebuild)
+    held = {p: state.held() for p, state in states.items()}
+    wanted = {tp: offsets for p, events in held.items()
+              for tp, offsets in originals(events, p).items() if tp[0] in streams}
+    values = read_originals(worker, wanted)
+    missing = sum(task.restore(states[task.partition], held[task.partition], values)
+                  for task in rebuild)
     if missing:
         worker.metrics.restore_missing.inc(missing)
     for task in current:

@@ -322,19 +322,20 @@ class PartitionTask:
 
     # restore ------------------------------------------------------------------------
 
-    def restore(self, state: held_state.TaskState,
+    def restore(self, state: held_state.TaskState, held: held_state.Held,
                 originals: dict[tuple[str, int], dict[int, bytes]]) -> int:
-        """Rebuild the engine from the state topic and the held events' input records
-        (`originals`: per topic-partition, offset -> value), without evaluating
-        anything: the events were processed, and their results committed, before.
+        """Rebuild the engine from the state topic, its held events (`held`, from
+        `state.held()`) and their input records (`originals`: per topic-partition,
+        offset -> value), without evaluating anything: the events were processed, and
+        their results committed, before.
         The number of held events whose original is gone (see `restore.py`)."""
         self._restore_queries(state)
         per_key: dict[str, list[tuple[int, Event | DecodedEvent]]] = {}
         stream_of = {topic: s for s, topic in self.topic_of.items()}
         missing = 0
-        for state_key, size, held in state.held():
+        for state_key, size, events in held:
             refs: list[held_state.Ref] = []
-            for stored in held:
+            for stored in events:
                 value = originals.get((stored.topic, self.partition), {}).get(stored.offset)
                 stream = stream_of.get(stored.topic)
                 if stream is not None and value is None:
@@ -351,7 +352,7 @@ class PartitionTask:
                     continue
                 per_key.setdefault(event.key, []).append((stored.seq, event))
                 refs.append((stored.topic, stored.offset, stored.seq, event.ts, event.key))
-            self.held_refs.restored(state_key, size, len(held), refs)
+            self.held_refs.restored(state_key, size, len(events), refs)
         for key, (maxts, floor) in state.keys.items():
             events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
             self.engine.restore(key, KeySnapshot(maxts, floor, events))
