@@ -340,11 +340,21 @@ class LocalBroker:
         atexit.register(self.stop)  # never leave an orphan JVM behind a normal exit
 
     def _java(self, libs: Path, log4j: Path) -> list[str]:
+        """The JVM's command line. C1 only (`-XX:TieredStopAtLevel=1`): this broker
+        shares a small machine with the worker, the tests or the benchmark, and lives
+        for minutes. With the default tiered JIT, C2's compiler threads ran through
+        every run, meeting the produce, fetch and transaction paths: a backlog of
+        100,000 events of workload K cost the broker 2.2 CPU-seconds, 2.0 of them
+        compiling, on a machine of 2 cores; with C1 alone 0.9, 0.07 compiling
+        (docs/benchmarks.md, "The broker's compiler"). C2's code serves requests with
+        less CPU once compiled, which a broker running for weeks gains and keeps its
+        JVM's defaults for."""
         assert self.data_dir is not None
         return [
             "java",
             f"-Xmx{self.heap}",
             "-Xms64m",
+            "-XX:TieredStopAtLevel=1",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={log4j}",
@@ -359,10 +369,10 @@ class LocalBroker:
         assert self.data_dir is not None
         if (self.data_dir / "kraft-logs" / "meta.properties").exists():
             return  # already formatted: keep its cluster id and data
-        # a short-lived tool: C1-only JIT and serial GC start noticeably faster
-        quick = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-        java = [a for a in self._java(libs, self.data_dir / "log4j2.properties") if a != "-XX:+UseG1GC"]
-        cmd = java[:1] + quick + java[1:] + [
+        # a short-lived tool: the serial GC starts noticeably faster
+        java = [a if a != "-XX:+UseG1GC" else "-XX:+UseSerialGC"
+                for a in self._java(libs, self.data_dir / "log4j2.properties")]
+        cmd = java + [
             "kafka.tools.StorageTool", "format",
             "--config", str(config),
             "--cluster-id", new_cluster_id(),
