@@ -274,16 +274,18 @@ def _row(m: Any, codec: Any, header: bytes) -> Row | None:
     prove it minimal); a number that is not finite, which only another producer could
     have written, still never reaches a page as invalid JSON."""
     query = dict(m.headers() or ()).get(QUERY_HEADER)
+    qid = query.decode("utf-8", "replace") if query is not None else None
     value = m.value()
-    if query is not None and isinstance(value, bytes):
+    if qid is not None and isinstance(value, bytes):
         text = result_json(value, header, m.topic(), m.partition(), m.offset())
         if text is not None:
-            return query.decode("utf-8", "replace"), m.topic(), m.partition(), m.offset(), text
+            return qid, m.topic(), m.partition(), m.offset(), text
     try:
         record = codec.decode(RESULT, value, trusted=True)
     except CodecError as exc:
         record = {"error": exc.reason}
-    qid = query.decode("utf-8", "replace") if query is not None else record.get("query")
+    if qid is None:
+        qid = record.get("query")
     if qid is None:
         return None
     position = {"topic": m.topic(), "partition": m.partition(), "offset": m.offset()}
