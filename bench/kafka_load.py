@@ -119,6 +119,7 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
             positions, t0 = _produce(bootstrap, f"r{repeat}.", events)
             _wait_committed(bootstrap, f"{APP_ID}-{repeat}", positions)
             workers.append(len(events) / (time.perf_counter() - t0))
+            _counted(worker, len(events))
             late = _metric(worker, "juggler_late_events_total")
             lates.append(late)
             log(f"  repeat {repeat + 1}: worker {workers[-1]:,.0f} ev/s ({late:.0f} late)")
@@ -524,6 +525,18 @@ def _wait_committed(bootstrap: str, group: str, last: dict[tuple[str, int], int]
     with GroupProgress(bootstrap, group) as progress:
         if not progress.wait(last, timeout, interval=0.05):
             raise RuntimeError("the worker did not catch up")
+
+
+def _counted(worker: Any, events: int, timeout: float = 60.0) -> None:
+    """Until the worker's metrics count `events` consumed events. A round's counts reach
+    the metrics once its transaction's callbacks run on the worker's loop, a moment
+    after the group's offsets show it committed: read earlier, the counters missed the
+    last rounds (up to 14% of S's results)."""
+    deadline = time.monotonic() + timeout
+    while _metric(worker, "juggler_events_in_total") < events:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker's metrics did not count every event")
+        time.sleep(0.05)
 
 
 def _metric(worker: Any, name: str) -> float:

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.kafka_load import (_free_port, _machine, _metric, _produce, _wait_committed,
-                               ceiling, log)
+from bench.kafka_load import (_counted, _free_port, _machine, _metric, _produce,
+                               _wait_committed, ceiling, log)
 from bench.report_sections import publish
 from bench.workloads import s_queries
 
@@ -107,6 +107,7 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
         produced = t0 - t
         _wait_committed(bootstrap, f"{APP_ID}-{n}-{prefix}", positions)
         elapsed = time.perf_counter() - t0
+        _counted(worker, len(events))
         results = _metric(worker, "juggler_results_out_total")
         late = _metric(worker, "juggler_late_events_total")
     rate = len(events) / elapsed
