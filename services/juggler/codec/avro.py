@@ -574,7 +574,7 @@ class Codec:
             if (schema.stream is not None and self._by_short.get(schema.short_name) is schema
                     and all(isinstance(t, str) for _, t in fields)):
                 streams.append((schema.short_name, schema.header, fields))
-        return EventDecoder(streams)
+        return EventDecoder(streams, MAX_KEY_BYTES)
 
     def stream_event(self, stream: str, key: bytes | None, value: bytes | None, topic: str,
                      partition: int, offset: int) -> Event | DecodedEvent:

@@ -33,13 +33,16 @@ type StreamSpec = (String, Vec<u8>, Vec<(String, String)>);
 #[pyclass(frozen, module = "juggler_native")]
 pub struct EventDecoder {
     streams: FxHashMap<String, Arc<Stream>>,
+    /// The longest entity key (`juggler.codec.avro.MAX_KEY_BYTES`): given by Python so
+    /// both paths refuse the same keys from one constant.
+    max_key_bytes: usize,
 }
 
 #[pymethods]
 impl EventDecoder {
     /// One `StreamSpec` per stream; one of its fields is `ts`, an int or a long.
     #[new]
-    fn new(py: Python<'_>, streams: Vec<StreamSpec>) -> PyResult<Self> {
+    fn new(py: Python<'_>, streams: Vec<StreamSpec>, max_key_bytes: usize) -> PyResult<Self> {
         let mut out = FxHashMap::default();
         for (name, header, fields) in streams {
             let types = fields
@@ -55,7 +58,7 @@ impl EventDecoder {
             let stream = Stream { name: PyString::intern(py, &name).unbind(), columns, layout: Layout { header, fields: types, ts } };
             out.insert(name, Arc::new(stream));
         }
-        Ok(EventDecoder { streams: out })
+        Ok(EventDecoder { streams: out, max_key_bytes })
     }
 
     /// The record of `stream` with this Kafka key and value at (topic, partition,
@@ -65,7 +68,7 @@ impl EventDecoder {
     fn event(&self, py: Python<'_>, stream: &str, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, topic: Py<PyString>, partition: i64,
              offset: i64) -> Option<DecodedEvent> {
         let stream = self.streams.get(stream)?;
-        let key = entity_key(key.cast::<PyBytes>().ok().map(|k| k.as_bytes()))?;
+        let key = entity_key(key.cast::<PyBytes>().ok().map(|k| k.as_bytes()), self.max_key_bytes)?;
         let (ts, values) = stream.layout.decode(value.cast::<PyBytes>().ok()?.as_bytes())?;
         Some(DecodedEvent { stream: stream.clone(), key: PyString::new(py, key).unbind(), ts, values, topic, partition, offset })
     }
