@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rustc_hash::FxHashMap;
 
 use crate::decode::{Field, Layout, entity_key};
@@ -67,7 +68,35 @@ impl EventDecoder {
     #[allow(clippy::too_many_arguments)]
     fn event(&self, py: Python<'_>, stream: &str, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, topic: Py<PyString>, partition: i64,
              offset: i64) -> Option<DecodedEvent> {
-        let stream = self.streams.get(stream)?;
+        self.decode(py, self.streams.get(stream)?, key, value, topic, partition, offset)
+    }
+
+    /// A fetched group of records of `stream` from one (topic, partition), each read as
+    /// `event` reads it: per record a `DecodedEvent`, or None where `event` gives None.
+    /// `records` are objects with `key`, `value` and `offset` (the worker's
+    /// `task.Record`): one call per group, so Python does no per-record call to decode.
+    fn events(&self, py: Python<'_>, stream: &str, topic: Py<PyString>, partition: i64, records: &Bound<'_, PyList>)
+              -> PyResult<Vec<Option<DecodedEvent>>> {
+        let Some(stream) = self.streams.get(stream) else {
+            return Ok(records.iter().map(|_| None).collect());
+        };
+        records
+            .iter()
+            .map(|record| {
+                let key = record.getattr(intern!(py, "key"))?;
+                let value = record.getattr(intern!(py, "value"))?;
+                let offset = record.getattr(intern!(py, "offset"))?.extract()?;
+                Ok(self.decode(py, stream, &key, &value, topic.clone_ref(py), partition, offset))
+            })
+            .collect()
+    }
+}
+
+impl EventDecoder {
+    /// One record of `stream` as an event, or None when it is not the plain case.
+    #[allow(clippy::too_many_arguments)]
+    fn decode(&self, py: Python<'_>, stream: &Arc<Stream>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, topic: Py<PyString>,
+              partition: i64, offset: i64) -> Option<DecodedEvent> {
         let key = entity_key(key.cast::<PyBytes>().ok().map(|k| k.as_bytes()), self.max_key_bytes)?;
         let (ts, values) = stream.layout.decode(value.cast::<PyBytes>().ok()?.as_bytes())?;
         Some(DecodedEvent { stream: stream.clone(), key: PyString::new(py, key).unbind(), ts, values, topic, partition, offset })
