@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -371,7 +372,7 @@ def test_interleaved_partitions_reach_each_task_in_offset_order(codec: Codec) ->
     for i in range(24):  # partitions and streams interleaved; keys and ts fall as offsets rise
         p, stream, key = i % 2, "HX"[i // 2 % 2], f"k{99 - i}"
         value = codec.encode(stream, {**(H_PLAIN if stream == "H" else X_PLAIN), "ts": 5000 - i})
-        messages.append(Message(fake.names.stream(stream), p, 50 + i, key.encode(),
+        messages.append(message(fake.names.stream(stream), p, 50 + i, key.encode(),
                                 b"garbage" if i == 9 else value))
         sent.setdefault((p, stream), []).append((50 + i, key))
     worker._route(messages)
@@ -389,36 +390,11 @@ def test_interleaved_partitions_reach_each_task_in_offset_order(codec: Codec) ->
     assert all(task.order.newest_epoch == 4 for task in worker.tasks.values())
 
 
-class Message:
-    """A fetched message as confluent-kafka gives it (`JugglerWorker._route` reads it)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes, value: bytes) -> None:
-        self._topic, self._partition, self._offset = topic, partition, offset
-        self._key, self._value = key, value
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, 0
-
-    def headers(self) -> None:
-        return None
+def message(topic: str, partition: int, offset: int, key: bytes, value: bytes) -> Any:
+    """A fetched message as confluent-kafka gives it: each field behind a method."""
+    fields = {"topic": topic, "partition": partition, "offset": offset, "key": key,
+              "value": value, "error": None, "timestamp": (1, 0), "headers": None}
+    return SimpleNamespace(**{name: (lambda v=v: v) for name, v in fields.items()})
 
 
 # -- the task --------------------------------------------------------------------------
