@@ -26,8 +26,8 @@ from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take,
 def fetch(order: ArrivalOrder, stream: str, records: list[tuple[int, int | None]],
           epoch: int = 0, position: int | None = None) -> None:
     """The consumer delivered `records` [(offset, ts)]; position past the last one."""
-    for offset, ts in records:
-        order.add(stream, Pending(offset, ts, epoch, (stream, offset)))
+    if records:
+        order.extend(stream, [Pending(offset, ts, epoch, (stream, offset)) for offset, ts in records])
     inp = order.inputs[stream]
     if position is None:
         position = records[-1][0] + 1 if records else inp.position
@@ -568,8 +568,8 @@ def test_a_new_burst_waits_again_for_recently_active_partitions_only() -> None:
     order.cleared_epoch = 10
     caught_up(order, "T", 0)
     order.inputs["B"].position = order.inputs["K"].position = 0
-    order.add("K", Pending(0, 900, 0, ("K", 0)), now=0.0)
-    order.add("B", Pending(0, 1000, 0, ("B", 0)), now=0.0)
+    order.extend("K", [Pending(0, 900, 0, ("K", 0))], now=0.0)
+    order.extend("B", [Pending(0, 1000, 0, ("B", 0))], now=0.0)
     fetch(order, "K", [], position=1)
     fetch(order, "B", [], position=1)
     for s in "BK":
@@ -581,7 +581,7 @@ def test_a_new_burst_waits_again_for_recently_active_partitions_only() -> None:
     caught_up(order, "K", 1, at=1.2)
     assert take_all(order, 1.2) == ([("B", 0)], Wait())  # dry
     now = DORMANT_AFTER / 2  # K spoke a moment ago; T long ago (never)
-    order.add("B", Pending(1, 2000, 5, ("B", 1)), now=now)
+    order.extend("B", [Pending(1, 2000, 5, ("B", 1))], now=now)
     fetch(order, "B", [], position=2)
     assert order.next(now) == Wait(until=now + 0.5)
     assert order.inputs["K"].idle_deadline == now + 0.5  # waited for anew

@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from juggler.engine.native_engine import NativeEngine
 from juggler.language import compile_query
 from juggler.service.task import PartitionTask, Record, RoundCounts
 from juggler.service.transactions import Outbox
+from juggler.service.worker import JugglerWorker
 from test_task_results import FakeWorker
 
 X_SCHEMA = {"type": "record", "name": "X", "namespace": "juggler.stream", "fields": [
@@ -294,29 +296,137 @@ def test_mutated_records_are_taken_only_as_the_codec_takes_them(
 
 
 
+# -- a fetched group at a time ---------------------------------------------------------
+
+
+def one_by_one(codec: Codec, stream: str, records: list[Record]) -> list[Any]:
+    """What `stream_event` makes of each record, a refusal as its error."""
+    out: list[Any] = []
+    for r in records:
+        try:
+            out.append(codec.stream_event(stream, r.key, r.value, TOPIC, PARTITION, r.offset))
+        except CodecError as exc:
+            out.append(exc)
+    return out
+
+
+def described(event: Any) -> Any:
+    if isinstance(event, CodecError):
+        return type(event).__name__, event.kind, event.reason
+    return type(event).__name__, as_tuple(event)
+
+
+def check_group(codec: Codec, stream: str, inputs: list[tuple[bytes | None, bytes | None]]
+                ) -> list[Any]:
+    """The batch entry points against per-record decoding on one group; what
+    `stream_events` gave."""
+    records = [Record(TOPIC, PARTITION, 100 + 3 * i, key, value, 0)
+               for i, (key, value) in enumerate(inputs)]
+    native = codec.native_decoder.events(stream, TOPIC, PARTITION, records)
+    singles = [codec.native_decoder.event(stream, r.key, r.value, TOPIC, PARTITION, r.offset)
+               for r in records]
+    assert [None if n is None else as_tuple(n) for n in native] == \
+        [None if n is None else as_tuple(n) for n in singles]
+    got = codec.stream_events(stream, TOPIC, PARTITION, records)
+    assert [described(e) for e in got] == [described(e) for e in one_by_one(codec, stream, records)]
+    return got
+
+
+GROUP_KEYS = st.one_of(KEYS.map(str.encode), st.none(), st.binary(max_size=6),
+                       st.just(b"k" * (MAX_KEY_BYTES + 1)), st.just(b"k" * MAX_KEY_BYTES))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_group_decodes_as_its_records_one_by_one(codec: Codec, data: st.DataObject) -> None:
+    stream = data.draw(st.sampled_from(codec.stream_names()))
+    fields = st.fixed_dictionaries({name: value_of(t, False) for name, t in fields_of(codec, stream)})
+    value = st.one_of(fields.map(lambda r: codec.encode(stream, r)),
+                      st.tuples(fields, MUTATIONS).map(lambda rm: mutate(codec.encode(stream, rm[0]), rm[1])),
+                      st.none())
+    check_group(codec, stream, data.draw(st.lists(st.tuples(GROUP_KEYS, value), max_size=30)))
+
+
+def test_a_mixed_group_keeps_each_record_in_its_place(codec: Codec) -> None:
+    plain = {"H": codec.encode("H", H_PLAIN), "X": codec.encode("X", X_PLAIN)}
+    for stream in plain:
+        odd = [(k, v) for s, k, v in [*malformed(codec).values(), *lenient(codec).values()]
+               if s == stream]
+        inputs = [item for bad in odd for item in ((b"p1", plain[stream]), bad)]
+        got = check_group(codec, stream, inputs)
+        assert [type(e).__name__ for e in got[::2]] == ["DecodedEvent"] * len(odd)
+        assert not any(isinstance(e, DecodedEvent) for e in got[1::2])
+        assert [e.position[2] for e in got if not isinstance(e, CodecError)] == \
+            [100 + 3 * i for i, e in enumerate(got) if not isinstance(e, CodecError)]
+
+
+def test_interleaved_partitions_reach_each_task_in_offset_order(codec: Codec) -> None:
+    worker = JugglerWorker.__new__(JugglerWorker)
+    fake = FakeWorker()
+    fake.codec, fake.streams = codec, ["H", "X"]
+    worker.names, worker.control, worker._epoch = fake.names, None, 4
+    worker.stream_of_topic = {fake.names.stream(s): s for s in fake.streams}
+    worker.tasks = {p: PartitionTask(fake, p) for p in (0, 1)}
+    sent: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    messages = []
+    for i in range(24):  # partitions and streams interleaved; keys and ts fall as offsets rise
+        p, stream, key = i % 2, "HX"[i // 2 % 2], f"k{99 - i}"
+        value = codec.encode(stream, {**(H_PLAIN if stream == "H" else X_PLAIN), "ts": 5000 - i})
+        messages.append(message(fake.names.stream(stream), p, 50 + i, key.encode(),
+                                b"garbage" if i == 9 else value))
+        sent.setdefault((p, stream), []).append((50 + i, key))
+    worker._route(messages)
+    for (p, stream), expected in sent.items():
+        buffer = worker.tasks[p].order.inputs[stream].buffer
+        assert [(pending.offset, pending.item[0].key.decode()) for pending in buffer] == expected
+        for pending in buffer:
+            record, event = pending.item
+            assert pending.epoch == 4
+            if isinstance(event, CodecError):
+                assert (record.offset, pending.ts) == (59, None)
+            else:
+                assert (event.key, event.ts, event.position) == \
+                    (record.key.decode(), pending.ts, (record.topic, p, record.offset))
+    assert all(task.order.newest_epoch == 4 for task in worker.tasks.values())
+
+
+def message(topic: str, partition: int, offset: int, key: bytes, value: bytes) -> Any:
+    """A fetched message as confluent-kafka gives it: each field behind a method."""
+    fields = {"topic": topic, "partition": partition, "offset": offset, "key": key,
+              "value": value, "error": None, "timestamp": (1, 0), "headers": None}
+    return SimpleNamespace(**{name: (lambda v=v: v) for name, v in fields.items()})
+
+
 # -- the task --------------------------------------------------------------------------
 
 
 class NoDecoder:
     """A native decoder that takes nothing: the task as it was before it."""
 
-    def event(self, *_: Any) -> None:
-        return None
+    def events(self, stream: str, topic: str, partition: int, records: list[Record]) -> list[None]:
+        return [None] * len(records)
 
 
 def task_outputs(codec: Codec, inputs: list[tuple[str, bytes | None, bytes | None]]
                  ) -> tuple[list[Any], RoundCounts, list[Any], list[Any]]:
-    """A task's outbox, counts and snapshots after `add`, then `_events` and `_finish`
-    (what `run` does with records in arrival order) over `inputs`."""
+    """A task's outbox, counts and snapshots after `add_many` (a group per stream),
+    then `_events` and `_finish` (what `run` does with records in arrival order) over
+    `inputs`."""
     worker = FakeWorker()
     worker.codec, worker.streams = codec, codec.stream_names()
     task = PartitionTask(worker, 0)
     for qid, text in QUERIES.items():
         task.engine.register(compile_query(qid, text, codec.catalog()))
     taken: list[Any] = []
-    task.order.add = lambda stream, pending, now: taken.append((stream, *pending.item, pending.ts))
+    task.order.extend = lambda stream, pendings, now: taken.extend(
+        (stream, *pending.item, pending.ts) for pending in pendings)
+    per_stream: dict[str, list[Record]] = {}
     for offset, (stream, key, value) in enumerate(inputs):
-        task.add(stream, Record(worker.names.stream(stream), 0, offset, key, value, 0), 1, 0.0)
+        per_stream.setdefault(stream, []).append(
+            Record(worker.names.stream(stream), 0, offset, key, value, 0))
+    for stream, group in per_stream.items():
+        task.add_many(stream, group, 1, 0.0)
+    taken.sort(key=lambda item: item[1].offset)  # back in input order, as `run` would take them
     for _, _, event, ts in taken:
         assert ts == (None if isinstance(event, CodecError) else event.ts)
     outbox, counts, dirty = Outbox(), RoundCounts(), set[str]()

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -110,6 +110,14 @@ value, a dead letter as Kafka key and in its `key` field), and each of those mus
 under the producer's size limit (`juggler.codec.bounded.DEFAULT_MAX_RECORD_BYTES`,
 1,000,000 bytes). Two copies of a 64 KiB key take 13% of it, leaving the rest for rows,
 state and reasons. Real entity keys (patient, account, device ids) have tens of bytes."""
+
+
+class StreamRecord(Protocol):
+    """What `Codec.stream_events` reads of a fetched stream record (`task.Record`)."""
+
+    key: bytes | None
+    value: bytes | None
+    offset: int
 
 
 class CodecError(ValueError):
@@ -574,7 +582,7 @@ class Codec:
             if (schema.stream is not None and self._by_short.get(schema.short_name) is schema
                     and all(isinstance(t, str) for _, t in fields)):
                 streams.append((schema.short_name, schema.header, fields))
-        return EventDecoder(streams)
+        return EventDecoder(streams, MAX_KEY_BYTES)
 
     def stream_event(self, stream: str, key: bytes | None, value: bytes | None, topic: str,
                      partition: int, offset: int) -> Event | DecodedEvent:
@@ -587,6 +595,23 @@ class Codec:
         if event is None:
             return self.event_from(stream, key, value, (topic, partition, offset))
         return event
+
+    def stream_events(self, stream: str, topic: str, partition: int,
+                      records: list[StreamRecord]) -> list[Event | DecodedEvent | CodecError]:
+        """A fetched group of one stream partition's records, each as `stream_event`
+        reads it but a refused one given as its `CodecError` rather than raised: one
+        native call for the group (`EventDecoder.events`) instead of one per record,
+        then `event_from` for just the records it left to Python."""
+        events: list[Any] = self.native_decoder.events(stream, topic, partition, records)
+        if None in events:  # rare: only malformed or leniently encoded records
+            for i, record in enumerate(records):
+                if events[i] is None:
+                    try:
+                        events[i] = self.event_from(stream, record.key, record.value,
+                                                    (topic, partition, record.offset))
+                    except CodecError as exc:
+                        events[i] = exc
+        return events
 
     def event_from(self, stream: str, key: str | bytes | None, value: bytes | None,
                    position: Position) -> Event:

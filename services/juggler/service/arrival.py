@@ -119,11 +119,14 @@ class ArrivalOrder:
         """The fetch epoch of the newest record added: nothing needs clearing while it
         is not above `cleared_epoch`."""
 
-    def add(self, stream: str, record: Pending, now: float = 0.0) -> None:
+    def extend(self, stream: str, records: list[Pending], now: float = 0.0) -> None:
+        """Append a stream partition's fetched records (at least one, in offset order):
+        once per fetched group, not per record. Records come in fetch-epoch order, so
+        the last is the newest."""
         inp = self.inputs[stream]
-        inp.buffer.append(record)
-        if record.epoch > self.newest_epoch:
-            self.newest_epoch = record.epoch
+        inp.buffer.extend(records)
+        if records[-1].epoch > self.newest_epoch:
+            self.newest_epoch = records[-1].epoch
         inp.idle_deadline = None
         inp.last_record_at = now
 

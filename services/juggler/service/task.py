@@ -1,9 +1,10 @@
 """Task p: partition p of every stream topic and of the fanout topic, one engine.
 
 Like a Kafka Streams task, it owns its input partitions, its engine and its partition
-of the state topic. The worker hands it fetched records (`add`); `run` takes them in
-the arrival order of `arrival.ArrivalOrder` and writes what they cause (results, dead
-letters, state records, LIVE statuses, input offsets) into the round's `Outbox`.
+of the state topic. The worker hands it fetched records (`add_many`, a stream
+partition's group at a time); `run` takes them in the arrival order of
+`arrival.ArrivalOrder` and writes what they cause (results, dead letters, state
+records, LIVE statuses, input offsets) into the round's `Outbox`.
 """
 
 from __future__ import annotations
@@ -93,15 +94,17 @@ class PartitionTask:
 
     # inputs -------------------------------------------------------------------------
 
-    def add(self, stream: str, record: Record, epoch: int, now: float) -> None:
-        """Decode a stream record now: its `ts` decides its place in the order."""
-        try:
-            event: Event | DecodedEvent | CodecError = self.w.codec.stream_event(
-                stream, record.key, record.value, record.topic, self.partition, record.offset)
-            ts = event.ts
-        except CodecError as exc:
-            event, ts = exc, None
-        self.order.add(stream, Pending(record.offset, ts, epoch, (record, event)), now)
+    def add_many(self, stream: str, records: list[Record], epoch: int, now: float) -> None:
+        """A fetched group of one stream partition's records, in offset order, decoded
+        now in one native call (`Codec.stream_events`): each one's `ts` decides its place
+        in the order, and a record that did not decode (no `ts`) is dead-lettered when
+        taken."""
+        events = self.w.codec.stream_events(stream, self.topic_of[stream], self.partition,
+                                            records)
+        self.order.extend(stream, [
+            Pending(record.offset, None if isinstance(event, CodecError) else event.ts, epoch,
+                    (record, event))
+            for record, event in zip(records, events)], now)
 
     def add_barrier(self, record: Record) -> None:
         """p's copy of an accepted command, with the log-end offsets it applies at. A

@@ -333,11 +333,17 @@ class JugglerWorker:
         self.ready = self._assigned
 
     def _route(self, messages: list[Any]) -> None:
+        """Hand a fetched batch to the tasks and the control task. Stream records go as
+        one group per (topic, partition), in the batch's order (Kafka's offset order
+        within a partition, though partitions may interleave), so a task decodes and
+        orders each group in one call rather than one call per record."""
         from confluent_kafka import KafkaError
 
         from juggler.service.task import Record
 
         now = time.monotonic()
+        groups: dict[tuple[str, int], list[Record]] = {}
+        stream_of_topic = self.stream_of_topic
         for m in messages:
             error = m.error()
             if error is not None:
@@ -350,17 +356,22 @@ class JugglerWorker:
             topic, partition = m.topic(), m.partition()
             record = Record(topic, partition, m.offset(), m.key(), m.value(),
                             m.timestamp()[1], m.headers())
-            stream = self.stream_of_topic.get(topic)
-            if stream is not None:
-                task = self.tasks.get(partition)
-                if task is not None:
-                    task.add(stream, record, self._epoch, now)
+            if topic in stream_of_topic:
+                group = groups.get((topic, partition))
+                if group is None:
+                    groups[(topic, partition)] = [record]
+                else:
+                    group.append(record)
             elif topic == self.names.fanout:
                 task = self.tasks.get(partition)
                 if task is not None:
                     task.add_barrier(record)
             elif self.control is not None:
                 self.control.add(record)
+        for (topic, partition), records in groups.items():
+            task = self.tasks.get(partition)
+            if task is not None:
+                task.add_many(stream_of_topic[topic], records, self._epoch, now)
 
     def _round(self) -> float:
         """One round: control, clearance, tasks, commit; the next poll's timeout."""

@@ -6,16 +6,14 @@
 //! reader here only takes the plain case, the one encoding a correct writer produces:
 //! the schema's single-object header, minimal varints, booleans 0 or 1, strings of
 //! valid UTF-8, finite numbers, no trailing bytes, and a present UTF-8 key of at most
-//! `MAX_KEY_BYTES`. Anything else gives None and the caller decodes the record with
-//! `juggler.codec.avro.Codec.event_from`, which accepts what fastavro accepts and
-//! says exactly why it refuses the rest: so a record is accepted, valued and refused
-//! the same whichever path read it (`tests/unit/test_native_decode.py` holds them
-//! equal).
+//! the decoder's `max_key_bytes` (`juggler.codec.avro.MAX_KEY_BYTES`, passed in so
+//! Python's constant is the only one). Anything else gives None and the caller
+//! decodes the record with `juggler.codec.avro.Codec.event_from`, which accepts what
+//! fastavro accepts and says exactly why it refuses the rest: so a record is
+//! accepted, valued and refused the same whichever path read it
+//! (`tests/unit/test_native_decode.py` holds them equal).
 
 use crate::value::V;
-
-/// The longest entity key, as `juggler.codec.avro.MAX_KEY_BYTES`.
-pub const MAX_KEY_BYTES: usize = 65_536;
 
 /// An Avro primitive a stream column can have (`juggler.codec.avro.avro_stream_schema`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,9 +70,9 @@ impl Layout {
     }
 }
 
-/// A Kafka message key as the entity key: present, at most `MAX_KEY_BYTES`, UTF-8.
-pub fn entity_key(key: Option<&[u8]>) -> Option<&str> {
-    key.filter(|k| k.len() <= MAX_KEY_BYTES).and_then(|k| std::str::from_utf8(k).ok())
+/// A Kafka message key as the entity key: present, at most `max_bytes`, UTF-8.
+pub fn entity_key(key: Option<&[u8]>, max_bytes: usize) -> Option<&str> {
+    key.filter(|k| k.len() <= max_bytes).and_then(|k| std::str::from_utf8(k).ok())
 }
 
 /// The unread rest of a record body (also `result_json`'s reader).
@@ -193,11 +191,11 @@ mod tests {
 
     #[test]
     fn keys_must_be_present_short_utf8() {
-        assert_eq!(entity_key(Some(b"p1")), Some("p1"));
-        assert_eq!(entity_key(Some(b"")), Some(""));
-        assert_eq!(entity_key(None), None);
-        assert_eq!(entity_key(Some(b"\xc3")), None);
-        assert!(entity_key(Some(&[b'a'; MAX_KEY_BYTES])).is_some());
-        assert_eq!(entity_key(Some(&[b'a'; MAX_KEY_BYTES + 1])), None);
+        assert_eq!(entity_key(Some(b"p1"), 8), Some("p1"));
+        assert_eq!(entity_key(Some(b""), 8), Some(""));
+        assert_eq!(entity_key(None, 8), None);
+        assert_eq!(entity_key(Some(b"\xc3"), 8), None);
+        assert_eq!(entity_key(Some(b"abcdefgh"), 8), Some("abcdefgh"));
+        assert_eq!(entity_key(Some(b"abcdefghi"), 8), None);
     }
 }

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rustc_hash::FxHashMap;
 
 use crate::decode::{Field, Layout, entity_key};
@@ -33,13 +34,16 @@ type StreamSpec = (String, Vec<u8>, Vec<(String, String)>);
 #[pyclass(frozen, module = "juggler_native")]
 pub struct EventDecoder {
     streams: FxHashMap<String, Arc<Stream>>,
+    /// The longest entity key (`juggler.codec.avro.MAX_KEY_BYTES`): given by Python so
+    /// both paths refuse the same keys from one constant.
+    max_key_bytes: usize,
 }
 
 #[pymethods]
 impl EventDecoder {
     /// One `StreamSpec` per stream; one of its fields is `ts`, an int or a long.
     #[new]
-    fn new(py: Python<'_>, streams: Vec<StreamSpec>) -> PyResult<Self> {
+    fn new(py: Python<'_>, streams: Vec<StreamSpec>, max_key_bytes: usize) -> PyResult<Self> {
         let mut out = FxHashMap::default();
         for (name, header, fields) in streams {
             let types = fields
@@ -55,7 +59,7 @@ impl EventDecoder {
             let stream = Stream { name: PyString::intern(py, &name).unbind(), columns, layout: Layout { header, fields: types, ts } };
             out.insert(name, Arc::new(stream));
         }
-        Ok(EventDecoder { streams: out })
+        Ok(EventDecoder { streams: out, max_key_bytes })
     }
 
     /// The record of `stream` with this Kafka key and value at (topic, partition,
@@ -64,8 +68,36 @@ impl EventDecoder {
     #[allow(clippy::too_many_arguments)]
     fn event(&self, py: Python<'_>, stream: &str, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, topic: Py<PyString>, partition: i64,
              offset: i64) -> Option<DecodedEvent> {
-        let stream = self.streams.get(stream)?;
-        let key = entity_key(key.cast::<PyBytes>().ok().map(|k| k.as_bytes()))?;
+        self.decode(py, self.streams.get(stream)?, key, value, topic, partition, offset)
+    }
+
+    /// A fetched group of records of `stream` from one (topic, partition), each read as
+    /// `event` reads it: per record a `DecodedEvent`, or None where `event` gives None.
+    /// `records` are objects with `key`, `value` and `offset` (the worker's
+    /// `task.Record`): one call per group, so Python does no per-record call to decode.
+    fn events(&self, py: Python<'_>, stream: &str, topic: Py<PyString>, partition: i64, records: &Bound<'_, PyList>)
+              -> PyResult<Vec<Option<DecodedEvent>>> {
+        let Some(stream) = self.streams.get(stream) else {
+            return Ok(records.iter().map(|_| None).collect());
+        };
+        records
+            .iter()
+            .map(|record| {
+                let key = record.getattr(intern!(py, "key"))?;
+                let value = record.getattr(intern!(py, "value"))?;
+                let offset = record.getattr(intern!(py, "offset"))?.extract()?;
+                Ok(self.decode(py, stream, &key, &value, topic.clone_ref(py), partition, offset))
+            })
+            .collect()
+    }
+}
+
+impl EventDecoder {
+    /// One record of `stream` as an event, or None when it is not the plain case.
+    #[allow(clippy::too_many_arguments)]
+    fn decode(&self, py: Python<'_>, stream: &Arc<Stream>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, topic: Py<PyString>,
+              partition: i64, offset: i64) -> Option<DecodedEvent> {
+        let key = entity_key(key.cast::<PyBytes>().ok().map(|k| k.as_bytes()), self.max_key_bytes)?;
         let (ts, values) = stream.layout.decode(value.cast::<PyBytes>().ok()?.as_bytes())?;
         Some(DecodedEvent { stream: stream.clone(), key: PyString::new(py, key).unbind(), ts, values, topic, partition, offset })
     }
