@@ -135,7 +135,9 @@ class PartitionTask:
         """Take up to `budget` records; the Wait that stopped it, or None if the budget
         ran out."""
         order = self.order
-        dirty: set[str] = set()
+        # the keys taken, in the order first taken: their bounds are written in that
+        # order, the same in every run (a set's follows the process's string hashing)
+        dirty: dict[str, None] = {}
         batch: list[tuple[str, Record, Event | CodecError]] = []
         for _ in range(budget):
             step = order.next(now)
@@ -153,7 +155,7 @@ class PartitionTask:
         self._finish(outbox, dirty)
         return None
 
-    def _finish(self, outbox: Outbox, dirty: set[str]) -> None:
+    def _finish(self, outbox: Outbox, dirty: dict[str, None]) -> None:
         state = self.w.names.state
         if self.live is not None:  # one LIVE per round: every command up to it is live here
             w = self.w
@@ -177,7 +179,7 @@ class PartitionTask:
             outbox.offsets[(self.w.names.fanout, self.partition)] = fanout
 
     def _events(self, batch: list[tuple[str, Record, Event | CodecError]], outbox: Outbox,
-                counts: RoundCounts, dirty: set[str]) -> None:
+                counts: RoundCounts, dirty: dict[str, None]) -> None:
         """The events taken since the last command, evaluated in one batch (one
         crossing into the native operator, which writes the results' Avro bodies),
         then each one's outputs in order, then the held events the batch released
@@ -212,12 +214,12 @@ class PartitionTask:
         self.held_refs.add((record.topic, record.offset, self.seq, event.ts, event.key))
         self.seq += 1
 
-    def _release(self, keys: Iterable[str], dirty: set[str]) -> None:
+    def _release(self, keys: Iterable[str], dirty: dict[str, None]) -> None:
         """Release the held events of `keys` (those of a batch) that their floors have
         passed. Once per key and batch, not per event: the floor is read after the
         whole batch was evaluated either way."""
         for key in keys:
-            dirty.add(key)
+            dirty[key] = None
             self.held_refs.release(key, self.engine.key_bounds(key)[1])
 
     def _log_late(self, reason: str) -> None:
