@@ -429,7 +429,7 @@ def task_outputs(codec: Codec, inputs: list[tuple[str, bytes | None, bytes | Non
     taken.sort(key=lambda item: item[1].offset)  # back in input order, as `run` would take them
     for _, _, event, ts in taken:
         assert ts == (None if isinstance(event, CodecError) else event.ts)
-    outbox, counts, dirty = Outbox(), RoundCounts(), set[str]()
+    outbox, counts, dirty = Outbox(), RoundCounts(), dict[str, None]()
     task._events([item[:3] for item in taken], outbox, counts, dirty)
     task._finish(outbox, dirty)
     snapshots = [(s.maxts, s.floor, [as_tuple(e) for e in s.events])
