@@ -97,6 +97,31 @@ def test_operator_metrics(scraped_worker: ScrapedWorker) -> None:
     assert prom.scalar("juggler_reorders_total") >= 0
 
 
+def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
+        scraped_worker: ScrapedWorker) -> None:
+    """Each phase of the main loop is exported; the phases that run whenever an event
+    is processed took time; and together they never count more time than the
+    process has lived (a phase counted twice would)."""
+    from juggler.service.loop_clock import PHASES
+
+    prom = scraped_worker.prometheus
+    lived = _lifetime(scraped_worker.worker.proc.pid)
+    phases = prom.values("juggler_loop_seconds_total", "phase")
+    assert set(phases) == set(PHASES)
+    assert all(phases[p] > 0 for p in ("poll", "decode", "order", "evaluate", "publish",
+                                       "state", "commit")), phases
+    assert sum(phases.values()) <= lived, (phases, lived)
+
+
+def test_every_transaction_is_timed_with_its_queue(scraped_worker: ScrapedWorker) -> None:
+    prom = scraped_worker.prometheus
+    transactions = prom.scalar("juggler_transaction_seconds_count")
+    assert transactions > 0
+    assert prom.scalar("juggler_commit_queue_seconds_count") == transactions
+    assert 0 < prom.scalar("juggler_transaction_seconds_sum") < \
+        _lifetime(scraped_worker.worker.proc.pid)
+
+
 def test_held_events_per_stream(scraped_worker: ScrapedWorker) -> None:
     held = scraped_worker.prometheus.values("juggler_held_events", "stream")
     produced = scraped_worker.produced
@@ -121,6 +146,16 @@ def test_nothing_is_nan(scraped_worker: ScrapedWorker) -> None:
     nan = [s["metric"] for s in scraped_worker.prometheus.query('{__name__=~"juggler_.*"}')
            if math.isnan(float(s["value"][1]))]
     assert not nan
+
+
+def _lifetime(pid: int) -> float:
+    """Seconds since process `pid` started (Linux: /proc)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as stat:
+        started = int(stat.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as uptime:
+        return float(uptime.read().split()[0]) - started / os.sysconf("SC_CLK_TCK")
 
 
 def _since(scraped_worker: ScrapedWorker) -> str:

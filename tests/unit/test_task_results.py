@@ -15,6 +15,7 @@ from juggler.engine.events import Event, LateEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.language import ColumnType, compile_query
 from juggler.service.deadletters import DeadLetters
+from juggler.service.loop_clock import LoopClock
 from juggler.service.settings import Settings
 from juggler.service.task import ROW_OMITTED_HEADER, PartitionTask, Record, RoundCounts
 from juggler.service.topic_names import TopicNames
@@ -45,6 +46,7 @@ class FakeWorker:
         self.result_budget = result_budget(self.codec, max_record_bytes)
         self._result_headers: dict[str, bytes] = {}
         self.dead_letters = DeadLetters(self)
+        self.clock = LoopClock()
 
 
 def task_with_queries(worker: FakeWorker) -> PartitionTask:
@@ -143,3 +145,18 @@ def test_a_rounds_key_bounds_are_written_in_the_order_its_keys_were_first_taken(
     task._finish(outbox, dirty)
     written = [key.decode() for _, _, key in outbox.latest if key.startswith(KEY.encode())]
     assert written == [KEY + key for key in keys]
+
+
+def test_a_rounds_evaluation_publishing_and_state_records_are_timed_in_their_phases() -> None:
+    """`juggler_loop_seconds_total`: what a task does in a round goes to the phases a
+    dashboard shows, not to whatever the loop did before."""
+    worker = FakeWorker()
+    task = task_with_queries(worker)
+    worker.clock.enter("poll")
+    outbox, dirty = Outbox(), {}
+    task._events(batch(worker, EVENTS), outbox, RoundCounts(), dirty)
+    task._finish(outbox, dirty)
+    poll = worker.clock.seconds["poll"]
+    worker.clock.enter("other")
+    assert all(worker.clock.seconds[p] > 0 for p in ("evaluate", "publish", "order", "state"))
+    assert worker.clock.seconds["poll"] == poll

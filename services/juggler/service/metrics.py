@@ -28,10 +28,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from juggler.engine.orders import STATIC_ORDERS, TYPES
 from juggler.codec.bounded import DEAD_LETTER_KINDS
+from juggler.service.loop_clock import PHASES, LoopClock
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.split("; charset")[0]
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TRANSACTION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075,
+                       0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""Finer than the latency's below 0.1 s: a transaction takes 8-40 ms on a local broker."""
 
 
 class WorkerMetrics:
@@ -56,6 +60,16 @@ class WorkerMetrics:
             "From the Kafka timestamp of a result's last event to the commit of the "
             "transaction that published the result", LATENCY_BUCKETS)
         r.register(self.latency)
+        self.transaction = _CountedHistogram(
+            "juggler_transaction_seconds",
+            "A round's transaction, from its begin to its commit (the broker round trips "
+            "of its produce requests, offsets and markers)", TRANSACTION_BUCKETS)
+        r.register(self.transaction)
+        self.commit_queue = _CountedHistogram(
+            "juggler_commit_queue_seconds",
+            "From a round's hand-over to the commit thread to the begin of the transaction "
+            "that carries it (the transaction in flight finishing)", TRANSACTION_BUCKETS)
+        r.register(self.commit_queue)
         self.restore_missing = Counter(
             "juggler_restore_missing_events",
             "Held events restored without their input record, gone from its stream topic "
@@ -63,6 +77,7 @@ class WorkerMetrics:
         self.batches = Histogram("juggler_batch_size", "Events per processed batch",
                                  buckets=(1, 10, 100, 1000, 10000), registry=r)
         r.register(_EngineCollector(worker))
+        r.register(_LoopCollector(worker.clock))
         r.register(_ConsumerLagCollector(worker))
         # Every label value known in advance is exported from the start, at 0: a counter
         # that appears only at its first increment hides that increment from rate().
@@ -74,6 +89,11 @@ class WorkerMetrics:
         for action in ("REGISTER", "DEREGISTER"):
             for status in ("ACCEPTED", "REJECTED"):
                 self.commands.labels(action, status)
+
+    def transaction_done(self, queued: float, took: float) -> None:
+        """A committed transaction's times (`transactions.Transactions`, commit thread)."""
+        self.commit_queue.observe(queued)
+        self.transaction.observe(took)
 
     def count(self, counts: Any) -> None:
         """Add a committed round's counts (`task.RoundCounts`)."""
@@ -202,6 +222,26 @@ class _EngineCollector:
                 self.retired_reorders += task.engine.manager.reorders
                 del self._seen[key]
         self._seen.update(current)
+
+
+class _LoopCollector:
+    """`juggler_loop_seconds_total{phase}`: the main loop's wall time by phase
+    (`loop_clock.LoopClock`)."""
+
+    def __init__(self, clock: LoopClock) -> None:
+        self.clock = clock
+
+    def describe(self) -> Iterable[Any]:
+        return []
+
+    def collect(self) -> Iterable[Any]:
+        c = CounterMetricFamily("juggler_loop_seconds",
+                                "Wall time of the worker's main loop, by phase: "
+                                + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
+                                labels=["phase"])
+        for phase, seconds in list(self.clock.seconds.items()):
+            c.add_metric([phase], seconds)
+        yield c
 
 
 class _ConsumerLagCollector:

@@ -135,6 +135,8 @@ class PartitionTask:
         """Take up to `budget` records; the Wait that stopped it, or None if the budget
         ran out."""
         order = self.order
+        clock = self.w.clock
+        clock.enter("order")
         # the keys taken, in the order first taken: their bounds are written in that
         # order, the same in every run (a set's follows the process's string hashing)
         dirty: dict[str, None] = {}
@@ -150,12 +152,15 @@ class PartitionTask:
                 batch.append((step.input.stream, *step.record.item))
             else:
                 self._events(batch, outbox, counts, dirty)
+                clock.enter("other")
                 self._command(step, outbox, counts)
+                clock.enter("order")
         self._events(batch, outbox, counts, dirty)
         self._finish(outbox, dirty)
         return None
 
     def _finish(self, outbox: Outbox, dirty: dict[str, None]) -> None:
+        self.w.clock.enter("state")
         state = self.w.names.state
         if self.live is not None:  # one LIVE per round: every command up to it is live here
             w = self.w
@@ -186,8 +191,11 @@ class PartitionTask:
         (`_release`)."""
         if not batch:
             return
+        clock = self.w.clock
+        clock.enter("evaluate")
         events = [event for _, _, event in batch if not isinstance(event, CodecError)]
         outcomes = iter(self.engine.process_batch_encoded(events, self.w.result_budget))
+        clock.enter("publish")
         keys: dict[str, None] = {}
         for stream, record, event in batch:
             counts.events_in[stream] += 1
@@ -207,6 +215,7 @@ class PartitionTask:
                 counts.produced_at.append((record.timestamp, len(outcome)))
         self._release(keys, dirty)
         batch.clear()
+        clock.enter("order")
 
     def _held(self, event: Event, record: Record) -> None:
         """The accepted event is held: its reference goes into the round's `r/` record

@@ -31,6 +31,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class Outbox:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     """Input topic-partition -> next offset to read, committed with the messages."""
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    submitted: float | None = None
+    """When its first round was handed to the commit thread (`perf_counter`)."""
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
              partition: int = -1, headers: Headers | None = None) -> None:
@@ -105,10 +108,16 @@ class Outbox:
         self.latest.update(later.latest)
         self.offsets.update(later.offsets)
         self.after_commit.extend(later.after_commit)
+        if self.submitted is None:
+            self.submitted = later.submitted
 
 
 class Transactions:
-    def __init__(self, client_config: dict[str, Any], instance_id: str, max_record_bytes: int) -> None:
+    def __init__(self, client_config: dict[str, Any], instance_id: str, max_record_bytes: int,
+                 timed: Callable[[float, float], None] | None = None) -> None:
+        """`timed(queued, took)` is called in the commit thread after each commit: how
+        long its outbox waited for the transaction in flight, and how long its own took
+        (the worker's `juggler_commit_queue_seconds` and `juggler_transaction_seconds`)."""
         from confluent_kafka import Producer
 
         self.producer = Producer({
@@ -122,6 +131,7 @@ class Transactions:
             "log_level": 3,
         })
         self.producer.init_transactions(60)
+        self._timed = timed
         self._cond = threading.Condition()
         self._busy = False
         """A transaction is in flight (the commit thread runs)."""
@@ -144,6 +154,7 @@ class Transactions:
         self._callbacks()
         if outbox.empty():
             return
+        outbox.submitted = perf_counter()
         with self._cond:
             while self._busy and self._queued is not None \
                     and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:
@@ -218,6 +229,7 @@ class Transactions:
         from confluent_kafka import KafkaException, TopicPartition
 
         producer = self.producer
+        begun = perf_counter()
         try:
             producer.begin_transaction()
             self._produce(outbox.messages)
@@ -227,6 +239,8 @@ class Transactions:
                     [TopicPartition(t, p, o) for (t, p), o in outbox.offsets.items()],
                     group_metadata, 60)
             producer.commit_transaction(60)
+            if self._timed is not None and outbox.submitted is not None:
+                self._timed(begun - outbox.submitted, perf_counter() - begun)
         except KafkaException as exc:
             error = exc.args[0]
             if getattr(error, "txn_requires_abort", lambda: False)():

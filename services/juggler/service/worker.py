@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from juggler.kafka.client_config import client_config
+from juggler.service.loop_clock import LoopClock
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
 
@@ -87,6 +88,7 @@ class JugglerWorker:
         self._result_headers: dict[str, bytes] = {}
         self.tasks: dict[int, Any] = {}
         self.control: Any = None
+        self.clock = LoopClock()
         self.metrics = WorkerMetrics(self)
         self.dead_letters = DeadLetters(self)
         self.lock = threading.Lock()
@@ -224,7 +226,7 @@ class JugglerWorker:
         settings = self.settings
         instance = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.transactions = Transactions(self.client_config, f"{settings.app_id}-{instance}",
-                                         self.max_record_bytes)
+                                         self.max_record_bytes, self.metrics.transaction_done)
         self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0))
         consumer = self.consumer = Consumer({
             **self.client_config,
@@ -244,22 +246,28 @@ class JugglerWorker:
         consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
                            on_lost=self._on_revoke)
         timeout = 0.1
+        clock = self.clock
         try:
             while not self._stop.is_set():
+                clock.enter("poll")
                 messages = self._fetch(timeout)
                 self._epoch += 1
                 if messages:
                     self.metrics.batches.observe(len(messages))
                 elif timeout > 0 and not self.clearance.busy:
+                    clock.enter("commit")
                     # idle: nothing to overlap, so let the transaction in flight finish
                     # and its round's counts reach the metrics now, not a round later.
                     # Not when the last round left records it could take at once (a
                     # backlog fetched to its end): waiting there put every transaction
                     # back on the loop's path, 40% of K's evaluation time
                     self.transactions.wait()
+                clock.enter("other")
                 self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
                 with self.lock:
+                    clock.enter("decode")
                     self._route(messages)
+                    clock.enter("other")
                     timeout = self._round()
         finally:
             self.clearance.close()
@@ -402,7 +410,9 @@ class JugglerWorker:
             refresh.extend((task, inp) for inp in wait.refresh)
             if wait.until is not None:
                 until = wait.until if until is None else min(until, wait.until)
+        self.clock.enter("commit")
         self._commit(outbox, counts)
+        self.clock.enter("other")
         if refresh:
             self._refresh_ends(refresh)
             return 0.0

@@ -1,0 +1,42 @@
+"""Where the worker's main loop spends its time, by phase (issue 13's profile).
+
+The loop runs one thing at a time, so its wall time splits into phases without
+overlap: the loop says which phase it enters, and the time since the last switch goes
+to the phase it leaves. Exported as `juggler_loop_seconds_total{phase}`: the rate of
+each phase is the share of the loop it takes, on a dashboard as in a benchmark, with no
+profiler attached. A switch is one `perf_counter` call and a dict update, made per
+fetched batch and per evaluated batch, not per record.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+PHASES = {
+    "poll": "waiting for and taking records from the consumer",
+    "decode": "routing fetched records to their tasks and decoding them",
+    "order": "taking records in arrival order (DESIGN 4a)",
+    "evaluate": "the operator (one native call per batch of events)",
+    "publish": "results, dead letters and held-event references into the round's "
+               "transaction",
+    "state": "the round's state records and input offsets",
+    "commit": "handing rounds to the commit thread, and waiting for it",
+    "other": "commands, clearance questions, positions, restores and flow control",
+}
+
+
+class LoopClock:
+    """Seconds per phase of the loop; written by the loop's thread only, read at scrape
+    time (a float in a dict is replaced whole, so a reader never sees half of it)."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.phase = "other"
+        self.since = perf_counter()
+
+    def enter(self, phase: str) -> None:
+        """The loop goes on with `phase`: the time since the last switch was the last
+        phase's."""
+        now = perf_counter()
+        self.seconds[self.phase] += now - self.since
+        self.phase, self.since = phase, now
