@@ -37,6 +37,9 @@ REQUIRED = {
     "latency percentiles": ("juggler_processing_latency_seconds_bucket", "le"),
     "consumer lag": ("juggler_consumer_lag", "topic"),
     "partitions per worker": ("juggler_partition_engines", "instance"),
+    "where the worker's loop spends its time": ("juggler_loop_seconds_total", "phase"),
+    "transaction times": ("juggler_transaction_seconds_bucket", "le"),
+    "time waiting for the transaction in flight": ("juggler_commit_queue_seconds_bucket", "le"),
 }
 
 GRAFANA_VARIABLES = {
