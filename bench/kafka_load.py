@@ -39,6 +39,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from bench import worker_profile
 from bench.report_sections import publish
 from bench.workloads import workload_j
 from juggler.kafka.client_config import client_config
@@ -105,6 +106,7 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
     from juggler.service.process import WorkerProcess
 
     ceilings, engines, workers, lates = [], [], [], []
+    profiles: list[dict[str, Any]] = []
     latency: dict[str, Any] = {}
     for repeat in range(args.repeats):
         # each repeat produces the same events to fresh topics (its own prefix)
@@ -117,9 +119,13 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
             _register(bootstrap, f"r{repeat}.", queries)
             _wait_registered(worker, len(queries))
             positions, t0 = _produce(bootstrap, f"r{repeat}.", events)
+            before = worker_profile.snapshot(worker)  # the backlog is readable from t0
             _wait_committed(bootstrap, f"{APP_ID}-{repeat}", positions)
-            workers.append(len(events) / (time.perf_counter() - t0))
+            elapsed = time.perf_counter() - t0
+            workers.append(len(events) / elapsed)
             _counted(worker, len(events))
+            profiles.append(worker_profile.profile(before, worker_profile.snapshot(worker),
+                                                   len(events), elapsed))
             late = _metric(worker, "juggler_late_events_total")
             lates.append(late)
             log(f"  repeat {repeat + 1}: worker {workers[-1]:,.0f} ev/s ({late:.0f} late)")
@@ -133,8 +139,12 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
                                          committed=f"{APP_ID}-{repeat}")
                          for f in SWEEP] if args.sweep_seconds > 0 else []
                 rate = sustainable(sweep, statistics.median(workers)) / 2
+                before, t0 = worker_profile.snapshot(worker), time.perf_counter()
                 latency = measure_latency(bootstrap, f"r{repeat}.", later, queries, rate,
                                           args.latency_seconds)
+                latency["profile"] = worker_profile.profile(
+                    before, worker_profile.snapshot(worker), latency["events"],
+                    time.perf_counter() - t0)
                 latency["late"] = _metric(worker, "juggler_late_events_total") - late
     floor = WorkerProcess({"bootstrap": bootstrap, "app_id": f"{APP_ID}-floor",
                            "web_port": _free_port(), "web_host": "127.0.0.1",
@@ -152,8 +162,10 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
         row["equal"] = row["results"] == reference
         log(f"  {row['workers']} worker(s): {row['rate']:,.0f} ev/s, "
             f"{sum(row['results'].values()):,} results, equal to one worker's: {row['equal']}")
+    median = sorted(range(len(workers)), key=workers.__getitem__)[len(workers) // 2]
     return {"ceiling": statistics.median(ceilings), "engine": statistics.median(engines),
             "worker": statistics.median(workers), "latency": latency, "late": max(lates),
+            "profile": profiles[median],
             "sweep": sweep, "groups": groups,
             "raw": {"ceiling": ceilings, "engine": engines, "worker": workers}}
 
@@ -465,6 +477,13 @@ def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
               f"{g['late']:.0f} |" for n, g in groups.items()]
     lines.append("")
     lines.append(f"Raw: {', '.join(f'{k} {[round(x) for x in v]}' for k, v in rows['raw'].items())}.")
+    lines += ["", "### Where the time goes (`bench.worker_profile`)", "",
+              "**The backlog** (the repeat with the median rate):", "",
+              *worker_profile.render(rows["profile"])]
+    if lat.get("profile"):
+        lines += ["", f"**Live at {lat['rate']:,.0f} events/s** (the latency run above, "
+                      "until its last results arrived):", "",
+                  *worker_profile.render(lat["profile"])]
     return "\n".join(lines) + "\n"
 
 

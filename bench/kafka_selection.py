@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import worker_profile
 from bench.kafka_load import (_counted, _free_port, _machine, _metric, _produce,
                                _wait_committed, ceiling, log)
 from bench.report_sections import publish
@@ -104,10 +105,13 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
         log(f"  {n:,} queries live in {registered:.1f} s")
         t = time.perf_counter()
         positions, t0 = _produce(bootstrap, prefix, events)
+        before = worker_profile.snapshot(worker)  # the backlog is readable from t0
         produced = t0 - t
         _wait_committed(bootstrap, f"{APP_ID}-{n}-{prefix}", positions)
         elapsed = time.perf_counter() - t0
         _counted(worker, len(events))
+        profile = worker_profile.profile(before, worker_profile.snapshot(worker),
+                                         len(events), elapsed)
         results = _metric(worker, "juggler_results_out_total")
         late = _metric(worker, "juggler_late_events_total")
     rate = len(events) / elapsed
@@ -119,7 +123,8 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
     log(f"  bare engine {engine:,.0f} ev/s, {engine_results:.3g} results/event")
     return {"n": n, "events": len(events), "worker": rate, "ceiling": top, "seconds": elapsed,
             "produced": produced, "results": results / len(events), "late": late,
-            "registered": registered, "engine": engine, "engine_results": engine_results}
+            "registered": registered, "engine": engine, "engine_results": engine_results,
+            "profile": profile}
 
 
 def register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
@@ -182,6 +187,9 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                   f"{b['worker'] / a['worker']:.2f}, results/event x"
                   f"{b['results'] / max(a['results'], 1e-9):.0f}. Late events: at most "
                   f"{max(r['late'] for r in rows):.0f}."]
+    for r in rows:
+        lines += ["", f"Where the time goes at {r['n']:,} queries (`bench.worker_profile`):",
+                  "", *worker_profile.render(r["profile"])]
     return "\n".join(lines) + "\n"
 
 
