@@ -126,6 +126,32 @@ def test_an_event_a_restore_could_not_bring_back_is_not_read_again() -> None:
     assert _held(state) == {(TOPIC, o, b"p", o) for o in (0, 1, 3)}
 
 
+INTS = st.one_of(st.integers(), st.integers(-2**70, 2**70),
+                 st.sampled_from([0, -1, 2**63 - 1, 2**63, -2**63, 10**40]))
+KEYS = st.one_of(st.text(), st.text("\"\\\x00\x08\x0c\n\r\t\x1f\x7f\u2028é€😀 k/", max_size=6))
+REFS = st.lists(KEYS, min_size=1, max_size=5).flatmap(lambda keys: st.lists(
+    st.tuples(st.sampled_from([TOPIC, "t.juggler.stream.H", "t\"ö\\"]), INTS, INTS, INTS,
+              st.sampled_from(keys)), max_size=40))
+"""References with large and negative ints, keys with quotes, backslashes, control
+characters and non-ASCII text, keys and topics repeating in any order."""
+
+
+@settings(max_examples=500, deadline=None)
+@given(REFS)
+def test_refs_record_is_what_json_dumps_wrote_and_reads_back(refs: list[held_state.Ref]) -> None:
+    """`refs_record` builds its JSON as text: it must be byte for byte what `json.dumps`
+    of the nested lists wrote before (so a record reads back the same whichever version
+    wrote it), and `_refs_of` gives back each topic's references in order."""
+    by_topic: dict[str, list[list[object]]] = {}
+    for topic, offset, seq, ts, key in refs:
+        by_topic.setdefault(topic, []).append([offset, seq, ts, key])
+    value = held_state.refs_record(refs)
+    assert value == json.dumps({"refs": by_topic}, ensure_ascii=False,
+                               separators=(",", ":")).encode()
+    assert held_state._refs_of(value) == [
+        (topic, *written) for topic, written_in in by_topic.items() for written in written_in]
+
+
 OPS = st.lists(st.tuples(st.sampled_from(["add", "add", "add", "floor", "round", "restart"]),
                          st.integers(0, 2), st.integers(0, 20)), min_size=20, max_size=150)
 """(what, key, amount): take an event of key k{key} at `amount` above its floor, raise

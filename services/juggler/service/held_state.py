@@ -36,11 +36,11 @@ again as `r/` records and tombstones them.
 
 from __future__ import annotations
 
-import heapq
 import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from itertools import chain
 from typing import Any
 
@@ -68,11 +68,37 @@ def refs_key(number: int) -> bytes:
     return f"{REFS}{number}".encode()
 
 
+_QUOTE = json.JSONEncoder(ensure_ascii=False).encode
+"""A str as JSON, exactly what `json.dumps(text, ensure_ascii=False)` returns, without
+building an encoder per call as `json.dumps` does for non-default options."""
+_REF = "[%d,%d,%d,%s],"
+"""One reference in an `r/` record, its key already quoted (`_QUOTE`). `%d` writes an
+int as `json.dumps` does; a reference's numbers are ints, never bools or floats (which
+`_refs_of` would not read back either)."""
+
+
 def refs_record(refs: Iterable[Ref]) -> bytes:
-    by_topic: dict[str, list[list[Any]]] = {}
+    """The `r/` record of `refs`, which `_refs_of` reads: byte for byte what `json.dumps(
+    {"refs": {<topic>: [[offset, seq, ts, key], ...]}}, ensure_ascii=False,
+    separators=(",", ":")).encode()` writes, topics in order of first appearance. Built
+    as text, one `%` per topic over a flat list of its values, because that `json.dumps`
+    was most of the worker's bookkeeping of held events (6% of its main thread on
+    workload K): a list per reference, and the encoder's cycle check and escaping of the
+    key for each one. Keys repeat (workload K has 20), so each is quoted once per record."""
+    by_topic: dict[str, list[int | str]] = {}
+    quoted: dict[str, str] = {}
     for topic, offset, seq, ts, key in refs:
-        by_topic.setdefault(topic, []).append([offset, seq, ts, key])
-    return json.dumps({"refs": by_topic}, ensure_ascii=False, separators=(",", ":")).encode()
+        text = quoted.get(key)
+        if text is None:
+            text = quoted[key] = _QUOTE(key)
+        values = by_topic.get(topic)
+        if values is None:
+            by_topic[topic] = [offset, seq, ts, text]
+        else:
+            values += offset, seq, ts, text
+    return ('{"refs":{%s}}' % ",".join(
+        "%s:[%s]" % (_QUOTE(topic), (_REF * (len(values) // 4))[:-1] % tuple(values))
+        for topic, values in by_topic.items())).encode()
 
 
 def _refs_of(value: bytes) -> list[Ref]:
@@ -128,26 +154,33 @@ class HeldRefs:
         self.next_record = 0
 
     def add(self, ref: Ref) -> None:
+        """Hold `ref`'s event. Called once per accepted event, so it does not build an
+        empty heap per call (`setdefault`) for keys that already have one."""
         _, _, seq, ts, key = ref
-        heapq.heappush(self.by_key.setdefault(key, []), (ts, seq))
+        heap = self.by_key.get(key)
+        if heap is None:
+            self.by_key[key] = [(ts, seq)]
+        else:
+            heappush(heap, (ts, seq))
         self.fresh[seq] = ref
 
     def release(self, key: str, floor: int | None) -> None:
-        """Release `key`'s events below `floor`."""
+        """Release `key`'s events below `floor`. Called per key and batch, and most
+        released events are in a written record, so that case is handled inline with
+        the dicts in locals rather than in a method call per event."""
         heap = self.by_key.get(key)
         if heap is None or floor is None:
             return
+        fresh, home, records = self.fresh, self.home, self.records
         while heap and heap[0][0] < floor:
-            _, seq = heapq.heappop(heap)
-            if self.fresh.pop(seq, None) is None:
-                self._release_written(seq)
-
-    def _release_written(self, seq: int) -> None:
-        number = self.home.pop(seq)
-        record = self.records[number]
-        del record.live[seq]
-        if 4 * len(record.live) < record.size:
-            self._rewrite(number, record)
+            seq = heappop(heap)[1]
+            if fresh.pop(seq, None) is None:
+                number = home.pop(seq)
+                record = records[number]
+                live = record.live
+                del live[seq]
+                if 4 * len(live) < record.size:
+                    self._rewrite(number, record)
 
     def _rewrite(self, number: int, record: _Written) -> None:
         """Tombstone record `number`, and write what it still holds with this round's."""
@@ -159,27 +192,34 @@ class HeldRefs:
 
     def flush(self) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
         """What the round writes to the state topic: the keys to tombstone, then the
-        new `r/` records (key, value)."""
+        new `r/` records (key, value). A round's references that fit in one record are
+        handed to `_write` as they are (the common case), not copied in pieces."""
         gone, self.gone = self.gone, []
-        fresh = list(self.fresh.items())
-        self.fresh = {}
+        fresh, self.fresh = self.fresh, {}
+        if len(fresh) <= REFS_PER_RECORD:
+            parts = [fresh] if fresh else []
+        else:
+            items = list(fresh.items())
+            parts = [dict(items[start:start + REFS_PER_RECORD])
+                     for start in range(0, len(items), REFS_PER_RECORD)]
         written: list[tuple[bytes, bytes]] = []
-        for start in range(0, len(fresh), REFS_PER_RECORD):
-            written += self._write(fresh[start:start + REFS_PER_RECORD])
+        for part in parts:
+            written += self._write(part)
         return gone, written
 
-    def _write(self, refs: list[tuple[int, Ref]]) -> list[tuple[bytes, bytes]]:
-        """`refs` as one record, or as halves when that is over the limit (keys can be
-        up to 64 KiB each)."""
-        value = refs_record(ref for _, ref in refs)
+    def _write(self, refs: dict[int, Ref]) -> list[tuple[bytes, bytes]]:
+        """`refs` (arrival sequence -> reference) as one record, or as halves when that
+        is over the limit (keys can be up to 64 KiB each). The record keeps `refs` as
+        its live references, so a round's dict is not copied (it is not used after)."""
+        value = refs_record(refs.values())
         if len(value) > self.max_bytes and len(refs) > 1:
-            half = len(refs) // 2
-            return self._write(refs[:half]) + self._write(refs[half:])
+            items = list(refs.items())
+            half = len(items) // 2
+            return self._write(dict(items[:half])) + self._write(dict(items[half:]))
         number = self.next_record
         self.next_record += 1
-        self.records[number] = _Written(dict(refs), len(refs))
-        for seq, _ in refs:
-            self.home[seq] = number
+        self.records[number] = _Written(refs, len(refs))
+        self.home.update(dict.fromkeys(refs, number))
         return [(refs_key(number), value)]
 
     def restored(self, state_key: bytes, size: int, held: int, refs: list[Ref]) -> None:
@@ -190,7 +230,7 @@ class HeldRefs:
         written again, so an event that could not be restored is reported once, not at
         every restart."""
         for _, _, seq, ts, key in refs:
-            heapq.heappush(self.by_key.setdefault(key, []), (ts, seq))
+            heappush(self.by_key.setdefault(key, []), (ts, seq))
         text = state_key.decode()
         if text.startswith(REFS):
             number = int(text[len(REFS):])
