@@ -18,7 +18,7 @@ from typing import Any
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.kafka.names import QUERY_HEADER
-from juggler.service.results_store import _row, _row_header
+from juggler.service.results_store import _row
 
 
 class Message:
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20_000)
     args = parser.parse_args()
     codec = Codec()
-    header = _row_header(codec)
+    header = codec.single_object_header(RESULT)
     batch = messages(codec, args.n)
     runs = []
     for _ in range(args.runs):

@@ -216,6 +216,7 @@ def test_single_object_bytes_identical_to_reference(codec: Codec, name: str) -> 
         expected = b"\xc3\x01" + reference_schema(name).fingerprint() + \
             reference_body(name, record)
         assert codec.encode(name, record) == expected
+    assert codec.single_object_header(name) == b"\xc3\x01" + reference_schema(name).fingerprint()
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))

@@ -21,12 +21,12 @@ from juggler.codec import framing
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.native import result_json
 from juggler.kafka.names import QUERY_HEADER
-from juggler.service.results_store import Row, _row, _row_header
+from juggler.service.results_store import Row, _row
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OTHER_HEADER = framing.single_object(b"\xff" * 8, b"")
 CODEC = Codec(registry_url="")
-HEADER = _row_header(CODEC)
+HEADER = CODEC.single_object_header(RESULT)
 LONG = st.integers(-2**63, 2**63 - 1)
 
 SPECIAL = '"\\/\n\r\t\b\f\x00\x01\x1f\x7f\x80\xe9\u2028\ud7ff\ue000\uffff\U0001f600\U0010ffff'

@@ -373,6 +373,12 @@ class Codec:
         """The 8-byte CRC-64-AVRO fingerprint a single-object message of `name` carries."""
         return self._get(name).fingerprint
 
+    def single_object_header(self, name: str) -> bytes:
+        """The single-object header (magic, fingerprint) of `name`'s messages, registry
+        or not: what readers of such messages written elsewhere (Spark's `to_avro`, the
+        native operator's results) compare a message's first bytes with."""
+        return self._get(name).header
+
     def _get(self, name: str) -> _Schema:
         schema = self._schemas.get(name)
         if schema is None:
@@ -411,8 +417,9 @@ class Codec:
         """The framing `encode(name, record, topic=topic)` puts before the Avro body,
         for bodies written elsewhere (the native operator's results). Every header
         of one codec has `header_size` bytes."""
-        schema = self._get(name)
-        return schema.header if self.registry is None else self._header(schema, topic)
+        if self.registry is None:
+            return self.single_object_header(name)
+        return self._header(self._get(name), topic)
 
     @property
     def header_size(self) -> int:

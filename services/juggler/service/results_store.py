@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from juggler.codec import framing
 from juggler.codec.avro import RESULT, CodecError
 from juggler.engine.native import result_json
 from juggler.kafka.names import QUERY_HEADER
@@ -200,7 +199,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     os.nice(INDEX_NICENESS)
     conn = _connect(path)
     codec = options.codec()
-    header = _row_header(codec)
+    header = codec.single_object_header(RESULT)
     parent = multiprocessing.parent_process()
     consumer = Consumer({**client_config, "group.id": "juggler-results-index",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
@@ -258,15 +257,9 @@ def _assign_new(consumer: Any, topics: set[str], read: set[str]) -> list[Any]:
     return new
 
 
-def _row_header(codec: Any) -> bytes:
-    """The single-object header of a Result written with `codec`'s schema: the framing
-    `_row`'s native path reads (a worker's results, unless a registry is configured)."""
-    return framing.single_object(codec.fingerprint(RESULT), b"")
-
-
 def _row(m: Any, codec: Any, header: bytes) -> Row | None:
     """A result as its row of the index. A worker's result (a query header, our own
-    Result schema's `header`, a plain body) is written as JSON in Rust
+    Result schema's single-object header, a plain body) is written as JSON in Rust
     (`juggler_native.result_json`, the same text in a fraction of the time); any other
     message takes the Python path below, which the Rust one matches byte for byte.
 

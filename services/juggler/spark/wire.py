@@ -24,11 +24,6 @@ HEADER_BYTES = framing.SINGLE_OBJECT_HEADER
 _MAX_MESSAGE = 1 << 30  # `substring` needs a length; no Kafka message is this long
 
 
-def header(codec: Codec, name: str) -> bytes:
-    """The single-object header every message of record `name` starts with."""
-    return framing.SINGLE_OBJECT_MAGIC + codec.fingerprint(name)
-
-
 def avro_schema(codec: Codec, name: str) -> str:
     """The schema as JSON for `to_avro`/`from_avro` (its parsing canonical form)."""
     return framing.canonical_form(codec.schema(name))
@@ -40,7 +35,7 @@ def encode(record: Column, codec: Codec, name: str) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
-    return F.concat(F.lit(header(codec, name)), to_avro(record, avro_schema(codec, name)))
+    return F.concat(F.lit(codec.single_object_header(name)), to_avro(record, avro_schema(codec, name)))
 
 
 def decode(value: Column, codec: Codec, name: str) -> Column:
@@ -50,7 +45,7 @@ def decode(value: Column, codec: Codec, name: str) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    framed = F.substring(value, 1, HEADER_BYTES) == F.lit(header(codec, name))
+    framed = F.substring(value, 1, HEADER_BYTES) == F.lit(codec.single_object_header(name))
     body = F.substring(value, HEADER_BYTES + 1, _MAX_MESSAGE)
     return F.when(framed, from_avro(body, avro_schema(codec, name), {"mode": "PERMISSIVE"}))
 
