@@ -4,8 +4,9 @@ target is missed, report the profile that says where the time goes").
 A snapshot before and one after a measured stretch (a backlog, a live run); their
 difference gives
 
-- the worker's main loop by phase (`juggler_loop_seconds_total`, see
-  `juggler.service.loop_clock`): what the loop spent its wall time on;
+- the worker's main loop by phase (`juggler_loop_seconds_total` and
+  `juggler_loop_cpu_seconds_total`, see `juggler.service.loop_clock`): what the loop
+  spent its wall time on, and how much of it the loop's thread had a core;
 - its transactions: how many, how long each took, and how long a round waited for the
   one in flight (`juggler_transaction_seconds`, `juggler_commit_queue_seconds`);
 - CPU seconds of the worker process (the loop, the commit thread, librdkafka's
@@ -30,6 +31,7 @@ HISTOGRAMS = ("juggler_transaction_seconds", "juggler_commit_queue_seconds")
 @dataclass
 class Snapshot:
     phases: dict[str, float]
+    phases_cpu: dict[str, float]
     histograms: dict[str, dict[float, float]]
     """Per histogram: upper bound -> cumulative count (+Inf included), and the sum
     under the bound `-1`."""
@@ -40,11 +42,14 @@ def snapshot(worker: Any) -> Snapshot:
     """`worker`: a `juggler.service.process.WorkerProcess` that is running."""
     _, text = worker.get("/metrics")
     phases: dict[str, float] = {}
+    phases_cpu: dict[str, float] = {}
     histograms: dict[str, dict[float, float]] = {name: {} for name in HISTOGRAMS}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "juggler_loop_seconds_total":
                 phases[sample.labels["phase"]] = sample.value
+            elif sample.name == "juggler_loop_cpu_seconds_total":
+                phases_cpu[sample.labels["phase"]] = sample.value
             for name in HISTOGRAMS:
                 if sample.name == f"{name}_bucket":
                     histograms[name][float(sample.labels["le"])] = sample.value
@@ -54,12 +59,14 @@ def snapshot(worker: Any) -> Snapshot:
     cpu = {"worker": _cpu(pid),
            "results index": sum(_cpu(child) for child in _children(pid)),
            "broker": sum(_cpu(broker) for broker in _brokers())}
-    return Snapshot(phases, histograms, cpu)
+    return Snapshot(phases, phases_cpu, histograms, cpu)
 
 
 def profile(before: Snapshot, after: Snapshot, events: int, seconds: float) -> dict[str, Any]:
     """What happened between two snapshots, `events` events in `seconds` of wall time."""
     phases = {p: after.phases[p] - before.phases.get(p, 0.0) for p in after.phases}
+    phases_cpu = {p: after.phases_cpu[p] - before.phases_cpu.get(p, 0.0)
+                  for p in after.phases_cpu}
     transactions = {}
     for name in HISTOGRAMS:
         a, b = after.histograms[name], before.histograms[name]
@@ -69,7 +76,7 @@ def profile(before: Snapshot, after: Snapshot, events: int, seconds: float) -> d
                               "mean": (a[-1.0] - b.get(-1.0, 0.0)) / count if count else 0.0,
                               "p50": _quantile(buckets, 0.5), "p99": _quantile(buckets, 0.99)}
     cpu = {k: after.cpu[k] - before.cpu[k] for k in after.cpu}
-    return {"events": events, "seconds": seconds, "phases": phases,
+    return {"events": events, "seconds": seconds, "phases": phases, "phases_cpu": phases_cpu,
             "transactions": transactions, "cpu": cpu}
 
 
@@ -83,14 +90,13 @@ def render(p: dict[str, Any]) -> list[str]:
         f"The worker's main loop by phase (`juggler_loop_seconds_total`; {events:,} "
         f"events in {seconds:.2f} s of wall time, the loop's phases sum to {loop:.2f} s):",
         "",
-        "| phase | what | seconds | share of the loop | µs per event |",
-        "|---|---|---|---|---|",
+        "| phase | what | seconds | of which on the CPU | share of the loop | µs per event |",
+        "|---|---|---|---|---|---|",
     ]
     for phase, what in PHASES.items():
-        s = p["phases"].get(phase, 0.0)
-        lines.append(f"| {phase} | {what} | {s:.2f} | {s / loop:.1%} | "
-                     f"{s / events * 1e6:.1f} |" if loop and events else f"| {phase} | {what} | "
-                     f"{s:.2f} | - | - |")
+        s, cpu = p["phases"].get(phase, 0.0), p["phases_cpu"].get(phase, 0.0)
+        share = f"{s / loop:.1%} | {s / events * 1e6:.1f}" if loop and events else "- | -"
+        lines.append(f"| {phase} | {what} | {s:.2f} | {cpu:.2f} | {share} |")
     t, q = p["transactions"]["juggler_transaction_seconds"], \
         p["transactions"]["juggler_commit_queue_seconds"]
     lines += [

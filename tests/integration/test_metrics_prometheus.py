@@ -111,6 +111,10 @@ def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
     assert all(phases[p] > 0 for p in ("poll", "decode", "order", "evaluate", "publish",
                                        "state", "commit")), phases
     assert sum(phases.values()) <= lived, (phases, lived)
+    cpu = prom.values("juggler_loop_cpu_seconds_total", "phase")
+    assert set(cpu) == set(PHASES) and cpu["evaluate"] > 0
+    # one thread's CPU time never exceeds its wall time (clock granularity aside)
+    assert all(cpu[p] <= phases[p] * 1.01 + 0.01 for p in PHASES), (cpu, phases)
 
 
 def test_every_transaction_is_timed_with_its_queue(scraped_worker: ScrapedWorker) -> None:

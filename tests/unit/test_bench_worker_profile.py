@@ -17,7 +17,7 @@ INF = float("inf")
 
 def snap(evaluate: float, buckets: dict[float, float], total: float, cpu: float) -> Snapshot:
     histogram = {**buckets, -1.0: total}
-    return Snapshot({"poll": 1.0, "evaluate": evaluate},
+    return Snapshot({"poll": 1.0, "evaluate": evaluate}, {"poll": 0.1, "evaluate": evaluate / 2},
                     {"juggler_transaction_seconds": histogram,
                      "juggler_commit_queue_seconds": histogram},
                     {"worker": cpu, "results index": 0.0, "broker": cpu})
@@ -29,12 +29,13 @@ def test_the_profile_is_the_difference_of_the_snapshots() -> None:
     after = snap(4.0, {0.01: 95, 0.05: 104, INF: 105}, 1.55, 12.5)
     p = profile(before, after, events=10_000, seconds=4.0)
     assert p["phases"] == {"poll": 0.0, "evaluate": 2.0}
+    assert p["phases_cpu"] == {"poll": 0.0, "evaluate": 1.0}
     t = p["transactions"]["juggler_transaction_seconds"]
     assert t["count"] == 100 and abs(t["mean"] - 0.015) < 1e-12
     assert (t["p50"], t["p99"]) == (0.01, 0.05)
     assert p["cpu"]["worker"] == 2.5
     text = "\n".join(render(p))
-    assert "| evaluate | the operator" in text and "| 2.00 | 100.0% | 200.0 |" in text
+    assert "| evaluate | the operator" in text and "| 2.00 | 1.00 | 100.0% | 200.0 |" in text
     assert "would process 5,000 events/s" in text
 
 

@@ -225,8 +225,8 @@ class _EngineCollector:
 
 
 class _LoopCollector:
-    """`juggler_loop_seconds_total{phase}`: the main loop's wall time by phase
-    (`loop_clock.LoopClock`)."""
+    """`juggler_loop_seconds_total{phase}` and `juggler_loop_cpu_seconds_total{phase}`:
+    the main loop's wall and CPU time by phase (`loop_clock.LoopClock`)."""
 
     def __init__(self, clock: LoopClock) -> None:
         self.clock = clock
@@ -242,6 +242,13 @@ class _LoopCollector:
         for phase, seconds in list(self.clock.seconds.items()):
             c.add_metric([phase], seconds)
         yield c
+        cpu = CounterMetricFamily("juggler_loop_cpu_seconds",
+                                  "CPU time of the worker's main loop thread, by phase (as "
+                                  "juggler_loop_seconds): the rest of the wall time it waited",
+                                  labels=["phase"])
+        for phase, seconds in list(self.clock.cpu.items()):
+            cpu.add_metric([phase], seconds)
+        yield cpu
 
 
 class _ConsumerLagCollector:
