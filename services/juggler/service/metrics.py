@@ -235,20 +235,16 @@ class _LoopCollector:
         return []
 
     def collect(self) -> Iterable[Any]:
-        c = CounterMetricFamily("juggler_loop_seconds",
-                                "Wall time of the worker's main loop, by phase: "
-                                + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
-                                labels=["phase"])
-        for phase, seconds in list(self.clock.seconds.items()):
-            c.add_metric([phase], seconds)
-        yield c
-        cpu = CounterMetricFamily("juggler_loop_cpu_seconds",
-                                  "CPU time of the worker's main loop thread, by phase (as "
-                                  "juggler_loop_seconds): the rest of the wall time it waited",
-                                  labels=["phase"])
-        for phase, seconds in list(self.clock.cpu.items()):
-            cpu.add_metric([phase], seconds)
-        yield cpu
+        for name, documentation, seconds in (
+                ("juggler_loop_seconds", "Wall time of the worker's main loop, by phase: "
+                 + "; ".join(f"{k}: {v}" for k, v in PHASES.items()), self.clock.seconds),
+                ("juggler_loop_cpu_seconds", "CPU time of the worker's main loop thread, by "
+                 "phase (as juggler_loop_seconds): the rest of the wall time it waited",
+                 self.clock.cpu)):
+            family = CounterMetricFamily(name, documentation, labels=["phase"])
+            for phase, value in list(seconds.items()):
+                family.add_metric([phase], value)
+            yield family
 
 
 class _ConsumerLagCollector:
