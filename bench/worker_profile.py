@@ -9,6 +9,10 @@ difference gives
   spent its wall time on, and how much of it the loop's thread had a core;
 - its transactions: how many, how long each took, and how long a round waited for the
   one in flight (`juggler_transaction_seconds`, `juggler_commit_queue_seconds`);
+- a result's age when its round was handed to the commit thread and when it was
+  committed (`juggler_handover_latency_seconds`, `juggler_processing_latency_seconds`,
+  from the Kafka timestamp of its last event): what of its latency came before the
+  transaction and what the transaction added;
 - CPU seconds of the worker process (the loop, the commit thread, librdkafka's
   threads), of its results index process, and of the Kafka broker(s) on this machine.
 
@@ -25,7 +29,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-HISTOGRAMS = ("juggler_transaction_seconds", "juggler_commit_queue_seconds")
+INF = float("inf")
+HISTOGRAMS = ("juggler_transaction_seconds", "juggler_commit_queue_seconds",
+              "juggler_handover_latency_seconds", "juggler_processing_latency_seconds")
 
 
 @dataclass
@@ -71,7 +77,7 @@ def profile(before: Snapshot, after: Snapshot, events: int, seconds: float) -> d
     for name in HISTOGRAMS:
         a, b = after.histograms[name], before.histograms[name]
         buckets = {le: a[le] - b.get(le, 0.0) for le in a if le >= 0}
-        count = buckets.get(float("inf"), 0.0)
+        count = buckets.get(INF, 0.0)
         transactions[name] = {"count": count,
                               "mean": (a[-1.0] - b.get(-1.0, 0.0)) / count if count else 0.0,
                               "p50": _quantile(buckets, 0.5), "p99": _quantile(buckets, 0.99)}
@@ -97,14 +103,19 @@ def render(p: dict[str, Any]) -> list[str]:
         s, cpu = p["phases"].get(phase, 0.0), p["phases_cpu"].get(phase, 0.0)
         share = f"{s / loop:.1%} | {s / events * 1e6:.1f}" if loop and events else "- | -"
         lines.append(f"| {phase} | {what} | {s:.2f} | {cpu:.2f} | {share} |")
-    t, q = p["transactions"]["juggler_transaction_seconds"], \
-        p["transactions"]["juggler_commit_queue_seconds"]
+    h = p["transactions"]
+    t, q = h["juggler_transaction_seconds"], h["juggler_commit_queue_seconds"]
+    ready, done = h["juggler_handover_latency_seconds"], h["juggler_processing_latency_seconds"]
     lines += [
         "",
-        f"Transactions: {t['count']:,.0f} ({t['count'] / seconds:.1f}/s), each {t['mean'] * 1000:.1f} ms "
-        f"on average (p50 {_ms(t['p50'])}, p99 {_ms(t['p99'])}); a round waited for the "
-        f"one in flight {q['mean'] * 1000:.1f} ms on average (p50 {_ms(q['p50'])}, p99 "
-        f"{_ms(q['p99'])}). Quantiles are the upper bounds of the histograms' buckets.",
+        f"Transactions: {t['count']:,.0f} ({t['count'] / seconds:.1f}/s), each "
+        f"{_ms(t['mean'])} on average (p50 {_ms(t['p50'])}, p99 {_ms(t['p99'])}); a round "
+        f"waited for the one in flight {_ms(q['mean'])} on average (p50 {_ms(q['p50'])}, "
+        f"p99 {_ms(q['p99'])}). A result's age from its last event's Kafka timestamp: "
+        f"when its round was handed to the commit thread p50 {_ms(ready['p50'])}, p99 "
+        f"{_ms(ready['p99'])}; when committed p50 {_ms(done['p50'])}, p99 "
+        f"{_ms(done['p99'])} ({done['count']:,.0f} results). Quantiles are interpolated "
+        "within the histograms' buckets, as Prometheus's `histogram_quantile` does.",
         "",
         "CPU seconds over the same stretch (2 cores: at most "
         f"{2 * seconds:.2f}): " + ", ".join(f"{k} {v:.2f}" for k, v in p["cpu"].items()) + ".",
@@ -117,18 +128,25 @@ def render(p: dict[str, Any]) -> list[str]:
 
 
 def _quantile(buckets: dict[float, float], q: float) -> float:
-    """The upper bound of the bucket the `q` quantile falls in (cumulative counts)."""
-    total = buckets.get(float("inf"), 0.0)
+    """The `q` quantile of a histogram (upper bound -> cumulative count), interpolated
+    linearly within its bucket like Prometheus's `histogram_quantile`; in the +Inf
+    bucket, the largest finite bound."""
+    total = buckets.get(INF, 0.0)
     if not total:
         return 0.0
+    rank, lower, below = q * total, 0.0, 0.0
     for le in sorted(buckets):
-        if buckets[le] >= q * total:
-            return le
-    return float("inf")
+        if buckets[le] >= rank:
+            if le == INF:
+                return lower
+            inside = buckets[le] - below
+            return lower + (le - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = le, buckets[le]
+    return lower
 
 
 def _ms(seconds: float) -> str:
-    return "over 5 s" if seconds == float("inf") else f"≤ {seconds * 1000:g} ms"
+    return f"{seconds * 1000:,.1f} ms"
 
 
 def _cpu(pid: int) -> float:

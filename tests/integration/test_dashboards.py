@@ -35,6 +35,7 @@ REQUIRED = {
     "lateness": ("juggler_late_events_total", "stream"),
     "dead letters": ("juggler_dead_letters_total", "reason"),
     "latency percentiles": ("juggler_processing_latency_seconds_bucket", "le"),
+    "latency before the transaction": ("juggler_handover_latency_seconds_bucket", "le"),
     "consumer lag": ("juggler_consumer_lag", "topic"),
     "partitions per worker": ("juggler_partition_engines", "instance"),
     "where the worker's loop spends its time": ("juggler_loop_seconds_total", "phase"),

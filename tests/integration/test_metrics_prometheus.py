@@ -78,6 +78,10 @@ def test_latency_histogram_counts_every_result(scraped_worker: ScrapedWorker) ->
     median = prom.scalar("histogram_quantile(0.5, sum by (le) "
                          "(juggler_processing_latency_seconds_bucket))")
     assert 0 < median < 60
+    # the same results timed when handed to the commit thread: each one younger then
+    assert prom.scalar("sum(juggler_handover_latency_seconds_count)") == results
+    assert prom.scalar("sum(juggler_handover_latency_seconds_sum)") < \
+        prom.scalar("sum(juggler_processing_latency_seconds_sum)")
 
 
 def test_operator_metrics(scraped_worker: ScrapedWorker) -> None:

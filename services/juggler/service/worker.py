@@ -430,6 +430,7 @@ class JugglerWorker:
                 del outbox.offsets[tp]
         if outbox.empty():
             return
+        self.metrics.handed_over(counts)
         outbox.then(lambda: self.metrics.count(counts))
         self.transactions.submit(outbox, self._group_metadata())
         self._committed.update(outbox.offsets)
