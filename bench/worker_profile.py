@@ -7,7 +7,8 @@ difference gives
 - the worker's main loop by phase (`juggler_loop_seconds_total` and
   `juggler_loop_cpu_seconds_total`, see `juggler.service.loop_clock`): what the loop
   spent its wall time on, and how much of it the loop's thread had a core;
-- its transactions: how many, how long each took, and how long a round waited for the
+- its clearances (`juggler_clearance_seconds`: the broker round trips a fetched record
+  waits for before it may be taken, DESIGN 4a) and its transactions: how many, how long each took, and how long a round waited for the
   one in flight (`juggler_transaction_seconds`, `juggler_commit_queue_seconds`);
 - a result's age when its round was handed to the commit thread and when it was
   committed (`juggler_handover_latency_seconds`, `juggler_processing_latency_seconds`,
@@ -30,7 +31,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 INF = float("inf")
-HISTOGRAMS = ("juggler_transaction_seconds", "juggler_commit_queue_seconds",
+HISTOGRAMS = ("juggler_clearance_seconds", "juggler_transaction_seconds",
+              "juggler_commit_queue_seconds",
               "juggler_handover_latency_seconds", "juggler_processing_latency_seconds")
 
 
@@ -104,10 +106,13 @@ def render(p: dict[str, Any]) -> list[str]:
         share = f"{s / loop:.1%} | {s / events * 1e6:.1f}" if loop and events else "- | -"
         lines.append(f"| {phase} | {what} | {s:.2f} | {cpu:.2f} | {share} |")
     h = p["transactions"]
-    t, q = h["juggler_transaction_seconds"], h["juggler_commit_queue_seconds"]
+    c, t, q = (h["juggler_clearance_seconds"], h["juggler_transaction_seconds"],
+               h["juggler_commit_queue_seconds"])
     ready, done = h["juggler_handover_latency_seconds"], h["juggler_processing_latency_seconds"]
     lines += [
         "",
+        f"Clearances (DESIGN 4a; a fetched record waits for one): {c['count']:,.0f}, "
+        f"{_ms(c['mean'])} on average (p50 {_ms(c['p50'])}, p99 {_ms(c['p99'])}). "
         f"Transactions: {t['count']:,.0f} ({t['count'] / seconds:.1f}/s), each "
         f"{_ms(t['mean'])} on average (p50 {_ms(t['p50'])}, p99 {_ms(t['p99'])}); a round "
         f"waited for the one in flight {_ms(q['mean'])} on average (p50 {_ms(q['p50'])}, "

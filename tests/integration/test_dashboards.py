@@ -41,6 +41,7 @@ REQUIRED = {
     "where the worker's loop spends its time": ("juggler_loop_seconds_total", "phase"),
     "transaction times": ("juggler_transaction_seconds_bucket", "le"),
     "time waiting for the transaction in flight": ("juggler_commit_queue_seconds_bucket", "le"),
+    "clearance round trips": ("juggler_clearance_seconds_bucket", "le"),
 }
 
 GRAFANA_VARIABLES = {

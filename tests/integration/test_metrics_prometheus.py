@@ -126,6 +126,7 @@ def test_every_transaction_is_timed_with_its_queue(scraped_worker: ScrapedWorker
     transactions = prom.scalar("juggler_transaction_seconds_count")
     assert transactions > 0
     assert prom.scalar("juggler_commit_queue_seconds_count") == transactions
+    assert prom.scalar("juggler_clearance_seconds_count") > 0  # every record waited for one
     assert 0 < prom.scalar("juggler_transaction_seconds_sum") < \
         _lifetime(scraped_worker.worker.proc.pid)
 

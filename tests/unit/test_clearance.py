@@ -83,3 +83,24 @@ def test_a_failed_request_raises_in_the_loop(monkeypatch):
             _wait_answer(asker)
     finally:
         asker.close()
+
+
+def test_the_wait_for_an_answer_is_timed_when_the_loop_takes_it(monkeypatch):
+    """`juggler_clearance_seconds`: from the question to the loop taking the answer,
+    once per answer, the broker's slowness included."""
+    monkeypatch.setattr(clearance, "group_offsets", lambda admin, group, tps: {CONTROL: 5})
+
+    def log_ends(admin, tps):
+        time.sleep(0.05)
+        return {tp: 5 for tp in tps}
+
+    monkeypatch.setattr(clearance, "log_ends", log_ends)
+    waits: list[float] = []
+    asker = ClearanceAsker(None, "app", CONTROL, waits.append)
+    try:
+        asker.ask(_question(ask_group=True))
+        assert asker.answer() is None and waits == []
+        _wait_answer(asker)
+    finally:
+        asker.close()
+    assert len(waits) == 1 and waits[0] >= 0.05

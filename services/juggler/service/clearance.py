@@ -16,6 +16,7 @@ the tasks' state has one writer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -53,10 +54,16 @@ class Answer:
 
 
 class ClearanceAsker:
-    def __init__(self, admin: Any, group: str, control: TP) -> None:
+    def __init__(self, admin: Any, group: str, control: TP,
+                 timed: Callable[[float], None] | None = None) -> None:
+        """`timed(seconds)` is called in the loop's thread with each answer taken: the
+        time from the question to the loop taking its answer, which every fetched
+        record waits for (the worker's `juggler_clearance_seconds`)."""
         self.admin, self.group, self.control = admin, group, control
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="juggler-clearance")
         self._asked: Future[Answer] | None = None
+        self._asked_at = 0.0
+        self._timed = timed
 
     @property
     def busy(self) -> bool:
@@ -65,6 +72,7 @@ class ClearanceAsker:
 
     def ask(self, question: Question) -> None:
         assert self._asked is None, "one question at a time"
+        self._asked_at = time.monotonic()
         self._asked = self._pool.submit(self._requests, question)
 
     def answer(self) -> Answer | None:
@@ -73,7 +81,10 @@ class ClearanceAsker:
         if self._asked is None or not self._asked.done():
             return None
         asked, self._asked = self._asked, None
-        return asked.result()
+        answer = asked.result()
+        if self._timed is not None:
+            self._timed(time.monotonic() - self._asked_at)
+        return answer
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -79,6 +79,12 @@ class WorkerMetrics:
             "From a round's hand-over to the commit thread to the begin of the transaction "
             "that carries it (the transaction in flight finishing)", TRANSACTION_BUCKETS)
         r.register(self.commit_queue)
+        self.clearance = _CountedHistogram(
+            "juggler_clearance_seconds",
+            "From a clearance question (DESIGN 4a: no command can still apply below the "
+            "records fetched) to the loop taking its answer: the broker round trips a "
+            "fetched record waits for before it can be taken", TRANSACTION_BUCKETS)
+        r.register(self.clearance)
         self.restore_missing = Counter(
             "juggler_restore_missing_events",
             "Held events restored without their input record, gone from its stream topic "

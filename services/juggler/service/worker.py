@@ -227,7 +227,8 @@ class JugglerWorker:
         instance = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.transactions = Transactions(self.client_config, f"{settings.app_id}-{instance}",
                                          self.max_record_bytes, self.metrics.transaction_done)
-        self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0))
+        self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0),
+                                        self.metrics.clearance.observe)
         consumer = self.consumer = Consumer({
             **self.client_config,
             "group.id": settings.app_id,
