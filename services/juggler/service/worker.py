@@ -49,6 +49,15 @@ ANSWER_POLL = 0.001
 """The poll's timeout while a clearance is under way: nothing wakes the consumer's poll
 when the answer arrives, and the records waiting for it should not wait for the next
 fetch too."""
+FETCH_WAIT_MS = 5
+FETCH_MIN_BYTES = 65_536
+"""The consumer's fetch requests: the broker answers once it holds this many bytes for
+them or after `FETCH_WAIT_MS`. With librdkafka's 1 byte, live records arriving every
+few milliseconds each completed a fetch of their own, and each fetch a round of the
+loop (clearance, transaction) on a few records. Batching them for up to 5 ms, K at
+5,000 events/s (3 alternating pairs, with the results index's fetches below): p50
+187 -> 139 ms, p99 656 -> 414 ms. A record at a trickle waits up to 5 ms more; a
+backlog is unaffected (the bytes are there)."""
 GC_YOUNG_THRESHOLD = 10_000
 """Allocations between two collections of the cyclic collector's youngest generation
 (CPython's default: 700). A round allocates tens of objects per record (decoded events,
@@ -240,7 +249,8 @@ class JugglerWorker:
             "session.timeout.ms": int((settings.session_timeout or 45.0) * 1000),
             "heartbeat.interval.ms": int(max(0.2, (settings.session_timeout or 45.0) / 10) * 1000),
             "max.poll.interval.ms": 900_000,
-            "fetch.wait.max.ms": 50,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+            "fetch.min.bytes": FETCH_MIN_BYTES,
             "log_level": 3,
         })
         topics = [*self.stream_of_topic, self.names.fanout, self.names.control]
