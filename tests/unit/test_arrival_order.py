@@ -586,3 +586,134 @@ def test_a_new_burst_waits_again_for_recently_active_partitions_only() -> None:
     assert order.next(now) == Wait(until=now + 0.5)
     assert order.inputs["K"].idle_deadline == now + 0.5  # waited for anew
     assert order.inputs["T"].idle_deadline == 0.5  # dormant: its old deadline stands
+
+
+# 7. runs: take_run takes what next/pop would, one after another ---------------------------
+
+EPOCHS = [3, 4, 5, 5, 5, 6]
+"""Fetch epochs around the cleared one (5)."""
+TIMES = [float("-inf"), 0.0, 1.0, 2.0, 3.0]
+
+
+@st.composite
+def orders(draw: st.DrawFn) -> ArrivalOrder:
+    """Any state the worker may leave an order in: records of random ts (some that do
+    not decode) and epochs (some not cleared); inputs with records, idle (deadline
+    passed or not, end asked before or after it, in an epoch before or after the
+    records'), blocked (records not fetched, position or end unknown) or anything;
+    barriers below, among or above the buffered records."""
+    streams = STREAMS[:draw(st.integers(2, 4))]
+    order = ArrivalOrder(streams, draw(st.sampled_from([0, 0, 500, 2000])))
+    order.cleared_epoch = 5
+    ts = st.sampled_from([None, 0, 1, 2, 3, 4] if draw(st.booleans()) else [0, 1, 2, 3, 4])
+    pasts = {}
+    for s in streams:
+        inp = order.inputs[s]
+        kind = draw(st.sampled_from(["records"] * 3 + ["idle"] * 3 + ["blocked", "any"]))
+        start = draw(st.integers(0, 2))
+        n = (draw(st.sampled_from([1, 2, 3, 5, 8])) if kind == "records"
+             else 0 if kind in ("idle", "blocked") else draw(st.integers(0, 5)))
+        epochs = draw(st.lists(st.sampled_from(EPOCHS), min_size=n, max_size=n))
+        if draw(st.booleans()):
+            epochs.sort()  # as fetched
+        for offset, epoch in zip(range(start, start + n), epochs, strict=True):
+            inp.buffer.append(Pending(offset, draw(ts), epoch, (s, offset)))
+        past = pasts[s] = start + n
+        if kind == "blocked":
+            inp.position, inp.end = draw(st.sampled_from(
+                [(None, None), (None, past), (past, None), (past, past + 1)]))
+        elif kind == "any":
+            inp.position = draw(st.sampled_from([None, past, past + 1]))
+            base = past if inp.position is None else inp.position
+            inp.end = draw(st.sampled_from([None, base - 1, base, base + 1]))
+        else:  # caught up
+            inp.position = past
+            inp.end = draw(st.sampled_from([past, past, past - 1]))
+        if kind == "idle" and draw(st.booleans()):  # its end asked a moment ago
+            inp.end_at, inp.end_epoch = 2.0, draw(st.sampled_from([4, 5, 6]))
+        else:
+            inp.end_at = draw(st.sampled_from(TIMES))
+            inp.end_epoch = draw(st.sampled_from([-1, *EPOCHS]))
+        inp.idle_deadline = draw(st.sampled_from([None, *TIMES[1:]]))
+        inp.last_record_at = draw(st.sampled_from([-100.0, 0.0]))
+    for k in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+        offsets = {s: draw(st.integers(0, pasts[s] + 1)) for s in streams
+                   if draw(st.sampled_from([True, True, True, False]))}
+        order.add_barrier(Barrier(offsets, k, ("barrier", k)))
+    return order
+
+
+def drain_round(order: ArrivalOrder, now: float, budget: int, runs: bool
+          ) -> tuple[list[object], tuple[list[str], float | None] | None]:
+    """What `PartitionTask.run` takes with `budget`: one record at a time with next/pop,
+    or in runs with take_run; and the Wait that stopped it (its inputs' streams)."""
+    out: list[object] = []
+    while len(out) < budget:
+        step = order.next(now)
+        if isinstance(step, Wait):
+            return out, ([i.stream for i in step.refresh], step.until)
+        if isinstance(step, Take) and runs:
+            out.extend(p.item for p in order.take_run(step, budget - len(out)))
+            continue
+        order.pop(step)
+        out.append(step.record.item if isinstance(step, Take) else step.barrier.item)
+    return out, None
+
+
+def state(order: ArrivalOrder) -> list[object]:
+    return [[(i.stream, [p.offset for p in i.buffer], i.idle_deadline)
+             for i in order.inputs.values()], [b.item for b in order.barriers]]
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True, database=None)
+@given(order=orders(), data=st.data())
+def test_a_run_takes_what_next_and_pop_take_one_by_one(order: ArrivalOrder,
+                                                       data: st.DataObject) -> None:
+    """Whatever the state, draining with next + take_run takes the same records in the
+    same order as next/pop one at a time with the same `now` and budget, stops at the
+    same Wait and leaves the same state (idle deadlines included); over a few rounds,
+    the ends a Wait names asked again in between."""
+    import copy
+
+    one, runs = order, copy.deepcopy(order)
+    now = 2.0  # past some deadlines, not all
+    for _ in range(data.draw(st.integers(1, 4), label="rounds")):
+        budget = data.draw(st.sampled_from([1, 2, 3, 5, 50]), label="budget")
+        expected = drain_round(one, now, budget, runs=False)
+        assert drain_round(runs, now, budget, runs=True) == expected
+        assert state(runs) == state(one)
+        if expected[1] is not None:  # the worker asks the ends again
+            epoch = data.draw(st.sampled_from(EPOCHS), label="end epoch")
+            for o in (one, runs):
+                for s in expected[1][0]:
+                    o.inputs[s].end_at, o.inputs[s].end_epoch = now, epoch
+        now += data.draw(st.sampled_from([0.0, 0.5, 1.0, 2.0]), label="time passes")
+
+
+def test_a_run_after_an_undecodable_record_stops_at_a_decoded_one() -> None:
+    """An undecodable head is taken at once, without looking at the other inputs: the
+    decoded record after it is left to `next`, which must first start H's idle wait."""
+    order = ArrivalOrder(["B", "H"], 500)
+    order.cleared_epoch = 0
+    fetch(order, "B", [(0, None), (1, None), (2, 5)])
+    caught_up(order, "B", 3)
+    caught_up(order, "H", 0)
+    step = order.next(0.0)
+    assert isinstance(step, Take)
+    assert [p.offset for p in order.take_run(step, 10)] == [0, 1]
+    assert order.next(0.0) == Wait(until=0.5)
+
+
+def test_a_run_stops_at_a_record_fetched_after_an_idle_partitions_end_was_asked() -> None:
+    """H is idle past its deadline, its end asked in epoch 1: B's record of epoch 1 may
+    go on without it, B's next record (epoch 2) not before H's end is asked again."""
+    order = ArrivalOrder(["B", "H"], 0)
+    order.cleared_epoch = 2
+    fetch(order, "B", [(0, 1)], epoch=1)
+    fetch(order, "B", [(1, 2)], epoch=2)
+    caught_up(order, "B", 2)
+    caught_up(order, "H", 0, at=0.0, epoch=1)
+    step = order.next(0.0)
+    assert isinstance(step, Take)
+    assert [p.offset for p in order.take_run(step, 10)] == [0]
+    assert order.next(0.0) == Wait(refresh=(order.inputs["H"],))

@@ -203,6 +203,83 @@ class ArrivalOrder:
         else:
             self.barriers.popleft()
 
+    def take_run(self, step: Take, limit: int) -> list[Pending]:
+        """Pop `step`, just returned by `next(now)` (nothing changed since), and after it
+        the records of the same input that `next(now)` would return one after another
+        with the same `now`, up to `limit` records in all: the same records, the same
+        state after, as `next`/`pop` in a loop, but the other inputs are looked at once
+        per run instead of once per record (a task whose records all come from one
+        stream partition takes them in one run).
+
+        During the run only this input's head moves: the other inputs, the barrier, the
+        ends, deadlines and `cleared_epoch` stay as `next` saw them. So a further head h
+        is what `next` returns exactly when it is below the barrier's offset for this
+        stream, and either
+        - h does not decode (ts None): `next` returns it as soon as it reaches this input,
+          and no earlier input has such a head (the first step shows it); or
+        - the first step was a decoded record (so `next` went the whole way: no input
+          blocks, no other input has an undecodable head, every idle input has its
+          deadline set and passed and its end asked after it) and h is cleared
+          (epoch <= cleared_epoch), comes before every other candidate head by
+          (ts, rank), and no idle input's end was asked in an epoch before h's
+          (`end_epoch < h.epoch` would make `next` ask it again).
+        A run stops when the buffer empties: the input may then be idle or block."""
+        inp = step.input
+        buffer = inp.buffer
+        first = buffer.popleft()
+        run = [first]
+        if not buffer or limit <= 1:
+            return run
+        barrier = self.barriers[0] if self.barriers else None
+        stop = barrier.offsets.get(inp.stream) if barrier is not None else None
+        decoded = first.ts is not None
+        max_epoch = self.cleared_epoch
+        walked = False
+        other_ts: int | None = None
+        other_rank = 0
+        rank = inp.rank
+        while True:
+            head = buffer[0]
+            if stop is not None and head.offset >= stop:
+                break
+            ts = head.ts
+            if ts is not None:
+                if not decoded or head.epoch > max_epoch:
+                    break
+                if not walked:
+                    # what the other inputs say, the same for every head of the run:
+                    # looked at once, when a second decoded head may follow (a run of
+                    # one, the most common on interleaved streams, mostly ends at the
+                    # first other head that comes before it)
+                    walked = True
+                    for o in self.inputs.values():
+                        if o is inp:
+                            continue
+                        o_stop = barrier.offsets.get(o.stream) if barrier is not None else None
+                        if o.buffer:
+                            o_head = o.buffer[0]
+                            if o_stop is not None and o_head.offset >= o_stop:
+                                continue
+                            # decoded and cleared, or `next` would not have gone past it
+                            o_ts = o_head.ts
+                            if o_ts < ts or (o_ts == ts and o.rank < rank):
+                                return run
+                            if (other_ts is None or o_ts < other_ts
+                                    or (o_ts == other_ts and o.rank < other_rank)):
+                                other_ts, other_rank = o_ts, o.rank
+                        elif (o_stop is None and o.position is not None and o.end is not None
+                              and o.position >= o.end and o.end_epoch < max_epoch):
+                            max_epoch = o.end_epoch  # idle: a later head has `next` ask again
+                    if head.epoch > max_epoch:
+                        break
+                elif other_ts is not None and (ts > other_ts
+                                               or (ts == other_ts and rank > other_rank)):
+                    break
+            run.append(buffer.popleft())
+            if not buffer or len(run) >= limit:
+                break
+        return run
+
     def commit_offsets(self) -> dict[str, int]:
         """Stream -> the offset to commit: the next record to take (all below it are
         processed); streams whose position is not known yet are left out."""

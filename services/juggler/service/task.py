@@ -141,16 +141,26 @@ class PartitionTask:
         # order, the same in every run (a set's follows the process's string hashing)
         dirty: dict[str, None] = {}
         batch: list[tuple[str, Record, Event | CodecError]] = []
-        for _ in range(budget):
+        left = budget
+        while left > 0:
             step = order.next(now)
             if isinstance(step, Wait):
                 self._events(batch, outbox, counts, dirty)
                 self._finish(outbox, dirty)
                 return step
-            order.pop(step)
             if isinstance(step, Take):
-                batch.append((step.input.stream, *step.record.item))
+                # the records `next` would return one after another from the same
+                # partition: the other inputs are looked at once per run, not per record
+                stream = step.input.stream
+                run = order.take_run(step, left)
+                left -= len(run)
+                if len(run) == 1:  # the most common run on interleaved streams
+                    batch.append((stream, *step.record.item))
+                else:
+                    batch.extend([(stream, *pending.item) for pending in run])
             else:
+                order.pop(step)
+                left -= 1
                 self._events(batch, outbox, counts, dirty)
                 clock.enter("other")
                 self._command(step, outbox, counts)
