@@ -61,30 +61,25 @@ class WorkerMetrics:
         self.latency = _CountedHistogram(
             "juggler_processing_latency_seconds",
             "From the Kafka timestamp of a result's last event to the commit of the "
-            "transaction that published the result", LATENCY_BUCKETS)
-        r.register(self.latency)
+            "transaction that published the result", LATENCY_BUCKETS, r)
         self.handover = _CountedHistogram(
             "juggler_handover_latency_seconds",
             "From the Kafka timestamp of a result's last event to the hand-over of its "
             "round to the commit thread: the part of juggler_processing_latency_seconds "
-            "before the transaction (fetch, arrival order, evaluation)", LATENCY_BUCKETS)
-        r.register(self.handover)
+            "before the transaction (fetch, arrival order, evaluation)", LATENCY_BUCKETS, r)
         self.transaction = _CountedHistogram(
             "juggler_transaction_seconds",
             "A round's transaction, from its begin to its commit (the broker round trips "
-            "of its produce requests, offsets and markers)", TRANSACTION_BUCKETS)
-        r.register(self.transaction)
+            "of its produce requests, offsets and markers)", TRANSACTION_BUCKETS, r)
         self.commit_queue = _CountedHistogram(
             "juggler_commit_queue_seconds",
             "From a round's hand-over to the commit thread to the begin of the transaction "
-            "that carries it (the transaction in flight finishing)", TRANSACTION_BUCKETS)
-        r.register(self.commit_queue)
+            "that carries it (the transaction in flight finishing)", TRANSACTION_BUCKETS, r)
         self.clearance = _CountedHistogram(
             "juggler_clearance_seconds",
             "From a clearance question (DESIGN 4a: no command can still apply below the "
             "records fetched) to the loop taking its answer: the broker round trips a "
-            "fetched record waits for before it can be taken", TRANSACTION_BUCKETS)
-        r.register(self.clearance)
+            "fetched record waits for before it can be taken", TRANSACTION_BUCKETS, r)
         self.restore_missing = Counter(
             "juggler_restore_missing_events",
             "Held events restored without their input record, gone from its stream topic "
@@ -138,7 +133,8 @@ class _CountedHistogram:
     an event has the same latency, and prometheus-client's `Histogram.observe` once per
     result was 7.5% of the worker's main thread on workload K (issue 13)."""
 
-    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]) -> None:
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...],
+                 registry: CollectorRegistry | None = None) -> None:
         self.name, self.documentation = name, documentation
         self.bounds = buckets
         self.counts = [0] * (len(buckets) + 1)
@@ -146,6 +142,8 @@ class _CountedHistogram:
         self.sum = 0.0
         self.lock = threading.Lock()
         """The loop thread observes while the HTTP thread scrapes."""
+        if registry is not None:
+            registry.register(self)
 
     def observe(self, value: float, count: int = 1) -> None:
         with self.lock:
