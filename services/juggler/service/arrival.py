@@ -234,10 +234,9 @@ class ArrivalOrder:
         stop = barrier.offsets.get(inp.stream) if barrier is not None else None
         decoded = first.ts is not None
         max_epoch = self.cleared_epoch
-        walked = False
-        other_ts: int | None = None
-        other_rank = 0
-        rank = inp.rank
+        # what the other inputs say, the same for every head of the run (`_others`):
+        # looked at once, when a second decoded head may follow
+        others: tuple[int | None, int, int] | None = None
         while True:
             head = buffer[0]
             if stop is not None and head.offset >= stop:
@@ -246,39 +245,46 @@ class ArrivalOrder:
             if ts is not None:
                 if not decoded or head.epoch > max_epoch:
                     break
-                if not walked:
-                    # what the other inputs say, the same for every head of the run:
-                    # looked at once, when a second decoded head may follow (a run of
-                    # one, the most common on interleaved streams, mostly ends at the
-                    # first other head that comes before it)
-                    walked = True
-                    for o in self.inputs.values():
-                        if o is inp:
-                            continue
-                        o_stop = barrier.offsets.get(o.stream) if barrier is not None else None
-                        if o.buffer:
-                            o_head = o.buffer[0]
-                            if o_stop is not None and o_head.offset >= o_stop:
-                                continue
-                            # decoded and cleared, or `next` would not have gone past it
-                            o_ts = o_head.ts
-                            if o_ts < ts or (o_ts == ts and o.rank < rank):
-                                return run
-                            if (other_ts is None or o_ts < other_ts
-                                    or (o_ts == other_ts and o.rank < other_rank)):
-                                other_ts, other_rank = o_ts, o.rank
-                        elif (o_stop is None and o.position is not None and o.end is not None
-                              and o.position >= o.end and o.end_epoch < max_epoch):
-                            max_epoch = o.end_epoch  # idle: a later head has `next` ask again
+                if others is None:
+                    others = self._others(inp, barrier, ts, max_epoch)
+                    if others is None:  # another head comes before this one
+                        break
+                    max_epoch = others[2]
                     if head.epoch > max_epoch:
                         break
-                elif other_ts is not None and (ts > other_ts
-                                               or (ts == other_ts and rank > other_rank)):
+                elif others[0] is not None and (ts, inp.rank) > (others[0], others[1]):
                     break
             run.append(buffer.popleft())
             if not buffer or len(run) >= limit:
                 break
         return run
+
+    def _others(self, inp: Input, barrier: Barrier | None, ts: int, max_epoch: int
+                ) -> tuple[int | None, int, int] | None:
+        """For `take_run`, past its first record: None if another input's head comes
+        before a head of `inp` at `ts`; else the best other candidate head's (ts, rank)
+        (ts None if there is none) and `max_epoch` lowered to the oldest epoch an idle
+        input's end was asked in (a later head has `next` ask it again). `next` went
+        past every other head, so each one below its barrier is decoded and cleared."""
+        best_ts: int | None = None
+        best_rank = 0
+        for o in self.inputs.values():
+            if o is inp:
+                continue
+            o_stop = barrier.offsets.get(o.stream) if barrier is not None else None
+            if o.buffer:
+                o_head = o.buffer[0]
+                if o_stop is not None and o_head.offset >= o_stop:
+                    continue
+                key = (o_head.ts, o.rank)
+                if key < (ts, inp.rank):
+                    return None
+                if best_ts is None or key < (best_ts, best_rank):
+                    best_ts, best_rank = key
+            elif (o_stop is None and o.position is not None and o.end is not None
+                  and o.position >= o.end and o.end_epoch < max_epoch):
+                max_epoch = o.end_epoch
+        return best_ts, best_rank, max_epoch
 
     def commit_offsets(self) -> dict[str, int]:
         """Stream -> the offset to commit: the next record to take (all below it are
