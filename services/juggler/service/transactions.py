@@ -81,7 +81,8 @@ class Outbox:
     """Input topic-partition -> next offset to read, committed with the messages."""
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     submitted: float | None = None
-    """When its first round was handed to the commit thread (`perf_counter`)."""
+    """When it was handed to the commit thread (`perf_counter`); an outbox that later
+    rounds are merged into keeps its own, the earliest."""
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
              partition: int = -1, headers: Headers | None = None) -> None:
@@ -108,8 +109,6 @@ class Outbox:
         self.latest.update(later.latest)
         self.offsets.update(later.offsets)
         self.after_commit.extend(later.after_commit)
-        if self.submitted is None:
-            self.submitted = later.submitted
 
 
 class Transactions:
