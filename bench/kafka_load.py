@@ -118,14 +118,10 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
         with worker:
             _register(bootstrap, f"r{repeat}.", queries)
             _wait_registered(worker, len(queries))
-            positions, t0 = _produce(bootstrap, f"r{repeat}.", events)
-            before = worker_profile.snapshot(worker)  # the backlog is readable from t0
-            _wait_committed(bootstrap, f"{APP_ID}-{repeat}", positions)
-            elapsed = time.perf_counter() - t0
+            _, elapsed, profile = timed_backlog(bootstrap, worker, f"r{repeat}.",
+                                                f"{APP_ID}-{repeat}", events)
             workers.append(len(events) / elapsed)
-            _counted(worker, len(events))
-            profiles.append(worker_profile.profile(before, worker_profile.snapshot(worker),
-                                                   len(events), elapsed))
+            profiles.append(profile)
             late = _metric(worker, "juggler_late_events_total")
             lates.append(late)
             log(f"  repeat {repeat + 1}: worker {workers[-1]:,.0f} ev/s ({late:.0f} late)")
@@ -205,6 +201,21 @@ def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
         late = sum(_metric(w, "juggler_late_events_total") for w in workers)
     return {"workers": count, "rate": rate, "late": late,
             "results": _results(bootstrap, prefix)}
+
+
+def timed_backlog(bootstrap: str, worker: Any, prefix: str, group: str, events: list[Any]
+                  ) -> tuple[float, float, dict[str, Any]]:
+    """`events` as a backlog (`_produce`) through `worker` of consumer group `group`:
+    when it became readable (`perf_counter`), the seconds from then to the group's
+    commit covering its last event, and the worker's profile over them
+    (`worker_profile`), read once its counters count every event."""
+    positions, t0 = _produce(bootstrap, prefix, events)
+    before = worker_profile.snapshot(worker)  # the backlog is readable from t0
+    _wait_committed(bootstrap, group, positions)
+    elapsed = time.perf_counter() - t0
+    _counted(worker, len(events))
+    return t0, elapsed, worker_profile.profile(before, worker_profile.snapshot(worker),
+                                               len(events), elapsed)
 
 
 def _wait_assigned(workers: list[Any], timeout: float = 120.0) -> None:

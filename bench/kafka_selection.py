@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import worker_profile
-from bench.kafka_load import (_counted, _free_port, _machine, _metric, _produce,
-                               _wait_committed, ceiling, log)
+from bench.kafka_load import _free_port, _machine, _metric, ceiling, log, timed_backlog
 from bench.report_sections import publish
 from bench.workloads import s_queries
 
@@ -104,14 +103,9 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
         registered = time.perf_counter() - t
         log(f"  {n:,} queries live in {registered:.1f} s")
         t = time.perf_counter()
-        positions, t0 = _produce(bootstrap, prefix, events)
-        before = worker_profile.snapshot(worker)  # the backlog is readable from t0
+        t0, elapsed, profile = timed_backlog(bootstrap, worker, prefix,
+                                             f"{APP_ID}-{n}-{prefix}", events)
         produced = t0 - t
-        _wait_committed(bootstrap, f"{APP_ID}-{n}-{prefix}", positions)
-        elapsed = time.perf_counter() - t0
-        _counted(worker, len(events))
-        profile = worker_profile.profile(before, worker_profile.snapshot(worker),
-                                         len(events), elapsed)
         results = _metric(worker, "juggler_results_out_total")
         late = _metric(worker, "juggler_late_events_total")
     rate = len(events) / elapsed
