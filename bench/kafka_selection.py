@@ -20,7 +20,8 @@ from that commit to its group's committed offsets covering the last event
 (`GroupProgress`). Results per event come from the worker's `juggler_results_out`
 counter. The ceiling, in the same run, is confluent-kafka consuming the same topic and
 decoding every record with the worker's codec (`kafka_load.ceiling`); the bare engine
-on the same queries and events, in this process, is given for comparison.
+on the same queries and events, in this process and called as the worker calls it
+(`kafka_load.bare_engine`), is given for comparison.
 
 Prints the table and writes it into the `selection` section of the report (see
 `bench.report_sections`).
@@ -37,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import worker_profile
-from bench.kafka_load import _free_port, _machine, _metric, ceiling, log, timed_backlog
+from bench.kafka_load import (_free_port, _machine, _metric, bare_engine, ceiling, log,
+                               timed_backlog)
 from bench.report_sections import publish
 from bench.workloads import s_queries
 
@@ -133,25 +135,6 @@ def register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> Non
         raise RuntimeError(f"{len(missing)} queries not live, e.g. {missing[:3]}")
 
 
-def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[float, float]:
-    """The engine alone (one engine; the worker has one per partition): (events/s,
-    results/event)."""
-    from juggler.codec.avro import Codec
-    from juggler.engine.events import EngineConfig
-    from juggler.engine.native_engine import NativeEngine
-    from juggler.language import compile_query
-
-    catalog = Codec().catalog()
-    engine = NativeEngine(EngineConfig())
-    for query_id, text in queries:
-        engine.register(compile_query(query_id, text, catalog))
-    results = 0
-    t0 = time.perf_counter()
-    for event in events:
-        results += len(engine.process(event))
-    return len(events) / (time.perf_counter() - t0), results / len(events)
-
-
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
         "### Workload S through the worker (issues 11 and 13)",
@@ -166,7 +149,8 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "",
         "| queries | worker events/s | ceiling events/s (consume + decode) | worker / "
         "ceiling | results/event | backlog done in | bare engine events/s "
-        f"(in process, first {min(ENGINE_EVENTS, args.events):,} events) | registration "
+        f"(in process, as the worker calls it, first {min(ENGINE_EVENTS, args.events):,} "
+        "events) | registration "
         "(`submit_many`, until LIVE) |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -21,10 +21,12 @@ if str(ROOT) not in sys.path:  # `bench` lives at the repository root, beside `s
     sys.path.insert(0, str(ROOT))
 
 from bench.workloads import build  # noqa: E402
+from juggler.codec.avro import Codec  # noqa: E402
 from juggler.engine.events import EngineConfig  # noqa: E402
 from juggler.engine.naive import NaiveEngine  # noqa: E402
 from juggler.engine.orders import STATIC_ORDERS  # noqa: E402
 from juggler.engine.native_engine import NativeEngine  # noqa: E402
+from juggler.language import compile_query  # noqa: E402
 
 CASES = {
     # name: (workload, parameters, events, engine configs to check)
@@ -80,3 +82,26 @@ def test_every_benchmark_module_imports(module: str) -> None:
     syntax error in a report's text once went unnoticed) would only show in the README's
     benchmark command."""
     importlib.import_module(module)
+
+
+@pytest.mark.parametrize("workload", ["K", "S"])
+def test_the_bare_engine_counts_every_result_of_the_events(workload: str) -> None:
+    """K's and S's bare engine (`kafka_load.bare_engine`) evaluates the events as the
+    worker does, decoded with Kafka positions and in batches, with results written in
+    Rust: its results per event must be the baseline's on the same events, so the
+    worker's share of it compares like with like."""
+    from bench.kafka_load import _with_alerts, bare_engine
+    from bench.kafka_selection import selection_events, selection_queries
+
+    if workload == "K":
+        j = build("J", n=5, overlap=0.5, keys=3, base_keys=3, rate=5)
+        text, events = j.queries, list(_with_alerts(itertools.islice(j.events(), 360)))
+    else:
+        text, events = selection_queries(20), selection_events(1500, keys=4)
+    catalog = Codec().catalog()
+    queries = [compile_query(query_id, query, catalog) for query_id, query in text]
+    expected = _results(NaiveEngine(EngineConfig()), queries, events)
+    assert sum(expected.values()) > 0
+    _, per_event = bare_engine(text, events)
+    assert per_event * len(events) == pytest.approx(sum(expected.values()))
+
