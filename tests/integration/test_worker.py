@@ -303,6 +303,8 @@ def test_metrics(setup, scenario) -> None:
     for stream, n in streams.items():
         assert metric[f'juggler_events_in_total{{stream="{stream}"}}'] >= n
     assert metric['juggler_results_out_total{query="q2"}'] == len(client.results("q2"))
+    # q1 was deregistered: its series has left /metrics by the next scrape at the latest
+    assert 'juggler_results_out_total{query="q1"}' not in _metrics(worker.get("/metrics")[1])
     assert metric['juggler_comparisons_total{type="A"}'] > 0
     assert sum(v for k, v in metric.items() if k.startswith("juggler_evaluation_order{")) == 1
     for t in "AJW":

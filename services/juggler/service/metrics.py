@@ -50,6 +50,7 @@ class WorkerMetrics:
                                  ["stream"], registry=r)
         self.results_out = Counter("juggler_results_out", "Results published, per query",
                                    ["query"], registry=r)
+        self._retiring: set[str] = set()  # exported once more, then removed
         self.dead_letters = Counter("juggler_dead_letters",
                                     "Events sent to the dead-letter topic, by reason",
                                     ["reason"], registry=r)
@@ -122,10 +123,25 @@ class WorkerMetrics:
         self.latency.observe_ages(counts.produced_at)
 
     def expose(self) -> bytes:
-        for task in self.worker.restored_tasks():
-            for query in task.texts:  # from its registration on, like the streams' counters
-                self.results_out.labels(query)
+        registered = {query for task in self.worker.restored_tasks() for query in task.texts}
+        for query in registered:  # from its registration on, like the streams' counters
+            self.results_out.labels(query)
+        self._retire_queries(registered)
         return generate_latest(self.registry)
+
+    def _retire_queries(self, registered: set[str]) -> None:
+        """Remove the `results_out` series of a query no longer registered here, one
+        scrape after it is gone, so that scrape still reports the results committed
+        before its deregistration. Registration at runtime is ordinary (DESIGN 7: a
+        rule per patient, added and dropped as patients come and go), and a series per
+        query ever registered would grow the worker's memory and every scrape without
+        bound; Kafka Streams likewise drops a closed task's metrics. A query registered
+        again starts from 0, which `rate()` reads as a counter reset."""
+        labelled = {sample.labels["query"] for family in self.results_out.collect()
+                    for sample in family.samples}
+        for query in labelled & (self._retiring - registered):
+            self.results_out.remove(query)
+        self._retiring = labelled - registered - self._retiring
 
 
 class _CountedHistogram:
