@@ -1,6 +1,6 @@
 """`juggler_results_out_total{query}` follows the queries registered in the worker: a
-series from a query's registration on, and gone once it is deregistered, one scrape
-after it last counted (so that scrape still has its final count)."""
+series from a query's registration on, and gone once it is deregistered and a scrape
+has exported its final count."""
 
 from __future__ import annotations
 
@@ -56,6 +56,18 @@ def test_a_deregistered_query_is_reported_once_more_then_dropped() -> None:
     assert scrape(metrics) == {"q1": 5, "q2": 1}
     assert scrape(metrics) == {"q2": 1}
     assert scrape(metrics) == {"q2": 1}
+
+
+def test_a_round_committed_between_two_scrapes_is_exported_before_the_series_goes() -> None:
+    worker = Worker()
+    metrics = WorkerMetrics(worker)
+    worker.tasks = {0: task("q1")}
+    committed(metrics, q1=3)
+    worker.tasks = {0: task()}  # q1 deregistered; a round before the command still commits
+    assert scrape(metrics) == {"q1": 3}
+    committed(metrics, q1=2)
+    assert scrape(metrics) == {"q1": 5}
+    assert scrape(metrics) == {}
 
 
 def test_results_committed_after_the_series_was_dropped_are_reported_once() -> None:

@@ -50,7 +50,9 @@ class WorkerMetrics:
                                  ["stream"], registry=r)
         self.results_out = Counter("juggler_results_out", "Results published, per query",
                                    ["query"], registry=r)
-        self._retiring: set[str] = set()  # exported once more, then removed
+        # a query no longer registered here -> the count its series was last exported with
+        self._retiring: dict[str, float] = {}
+        self._counting = threading.Lock()  # a round's counts against a series' removal
         self.dead_letters = Counter("juggler_dead_letters",
                                     "Events sent to the dead-letter topic, by reason",
                                     ["reason"], registry=r)
@@ -116,8 +118,9 @@ class WorkerMetrics:
             self.events_in.labels(stream).inc(n)
         for stream, n in counts.late.items():
             self.late_events.labels(stream).inc(n)
-        for query, n in counts.results_out.items():
-            self.results_out.labels(query).inc(n)
+        with self._counting:
+            for query, n in counts.results_out.items():
+                self.results_out.labels(query).inc(n)
         for kind, n in counts.dead_letters.items():
             self.dead_letters.labels(kind).inc(n)
         self.latency.observe_ages(counts.produced_at)
@@ -130,18 +133,28 @@ class WorkerMetrics:
         return generate_latest(self.registry)
 
     def _retire_queries(self, registered: set[str]) -> None:
-        """Remove the `results_out` series of a query no longer registered here, one
-        scrape after it is gone, so that scrape still reports the results committed
-        before its deregistration. Registration at runtime is ordinary (DESIGN 7: a
-        rule per patient, added and dropped as patients come and go), and a series per
-        query ever registered would grow the worker's memory and every scrape without
-        bound; Kafka Streams likewise drops a closed task's metrics. A query registered
-        again starts from 0, which `rate()` reads as a counter reset."""
-        labelled = {sample.labels["query"] for family in self.results_out.collect()
-                    for sample in family.samples}
-        for query in labelled & (self._retiring - registered):
-            self.results_out.remove(query)
-        self._retiring = labelled - registered - self._retiring
+        """Remove the `results_out` series of a query no longer registered here once a
+        scrape has exported its final count: at the first scrape that finds it
+        unchanged since the one before. A round committed after the deregistration
+        (its results came before the command) still counts, and is exported, before
+        the series goes. Registration at runtime is ordinary (DESIGN 7: a rule per
+        patient, added and dropped as patients come and go), and a series per query
+        ever registered would grow the worker's memory and every scrape without bound;
+        Kafka Streams likewise drops a closed task's metrics. A query registered again
+        starts from 0, which `rate()` reads as a counter reset."""
+        with self._counting:
+            counted = {sample.labels["query"]: sample.value
+                       for family in self.results_out.collect() for sample in family.samples
+                       if sample.name == "juggler_results_out_total"}
+            retiring = {}
+            for query, value in counted.items():
+                if query in registered:
+                    continue
+                if self._retiring.get(query) == value:
+                    self.results_out.remove(query)
+                else:
+                    retiring[query] = value
+            self._retiring = retiring
 
 
 class _CountedHistogram:
