@@ -1,13 +1,14 @@
 """What the results index leaves on disk, without Kafka: its directory goes when the
 store stops, when the interpreter exits without a stop, and when the worker's process
-dies without any clean-up.
+dies without any clean-up; and its rows go where the topics' retention deleted them.
 
 Every worker start used to leave a `juggler-results-*` directory behind (7.2 GB of them
-in one /tmp)."""
+in one /tmp), and the table kept every result forever while Kafka kept seven days."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,9 +17,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from test_results_pages import SHARED, row
+from test_results_pages import OWN, SHARED, pages, row
 
-from juggler.service.results_store import ResultsStore
+from juggler.service.results_api import encode_cursor
+from juggler.service.results_store import DELETE_BELOW, NEXT_KEY, ResultsStore, trim
 
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
 SERVICES = Path(__file__).resolve().parents[2] / "services"
@@ -96,3 +98,52 @@ def test_the_indexing_process_removes_the_directory_when_the_worker_dies() -> No
         os._exit(0)
         """)
     assert wait_until(lambda: not os.path.exists(os.path.dirname(path)))
+
+
+def test_trim_deletes_exactly_the_rows_below_each_partitions_log_start() -> None:
+    """For every query: below the start of its partition gone, the rest kept, partitions
+    without a start untouched; a page from an old cursor continues at the first kept."""
+    store = ResultsStore({}, SHARED)
+    store.follow(OWN)
+    rows = [row(q, SHARED, p, o) for q in ("q1", "q2", "q3") for p in range(3)
+            for o in range(p, 60, 4)]
+    rows += [row("q1", OWN, p, o) for p in range(2) for o in range(30)]
+    store.append(rows, {(SHARED, p): 60 for p in range(3)} | {(OWN, p): 30 for p in range(2)})
+    starts = {(SHARED, 0): 17, (SHARED, 1): 60, (OWN, 1): 12}  # (SHARED, 2) not asked
+    kept = [r for r in rows if r[3] >= starts.get((r[1], r[2]), 0)]
+
+    indexer = sqlite3.connect(store.path)  # the indexing process's own connection
+    assert trim(indexer, starts) == len(rows) - len(kept)
+    assert sorted(indexer.execute("SELECT * FROM results").fetchall()) == sorted(kept)
+    assert trim(indexer, starts) == 0  # a second pass finds nothing more
+
+    old = {0: 1, 1: 2, 2: 0}  # below every start that moved
+    for query, topic in (("q1", SHARED), ("q2", SHARED), ("q1", OWN)):
+        for cursor in ({}, old):
+            seen, _ = pages(store, query, topic, 5, encode_cursor(cursor) if cursor else None)
+            assert [(r["position"]["partition"], r["position"]["offset"]) for r in seen] == \
+                [(r[2], r[3]) for r in kept if r[:2] == (query, topic)
+                 and r[3] >= cursor.get(r[2], 0)]
+    store.stop()
+
+
+def test_trim_searches_the_index_and_never_scans_the_table() -> None:
+    """Inserts stay appends (the table's layout is what makes them cheap), so a pass
+    must find its rows through `results_at`: a scan would read every result kept."""
+    store = ResultsStore({}, SHARED)
+    conn = sqlite3.connect(store.path)
+    for statement, parameters in ((NEXT_KEY, ("", "", -1)), (DELETE_BELOW, ("q", SHARED, 0, 5))):
+        plan = [step[3] for step in conn.execute("EXPLAIN QUERY PLAN " + statement, parameters)]
+        assert plan and all(s.startswith("SEARCH results USING") and "INDEX results_at" in s
+                            for s in plan), plan
+    store.stop()
+
+
+def test_an_old_cursor_on_a_fully_trimmed_partition_moves_to_the_indexed_end() -> None:
+    store = ResultsStore({}, SHARED)
+    store.append([row("q1", SHARED, 0, o) for o in range(10)], {(SHARED, 0): 10})
+    trim(sqlite3.connect(store.path), {(SHARED, 0): 10})
+    assert not store.known("q1", SHARED)
+    results, positions = store.page("q1", SHARED, {0: 3}, 5)
+    assert (results, positions) == ([], {0: 10})
+    store.stop()
