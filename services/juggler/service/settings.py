@@ -70,6 +70,9 @@ class Settings:
     session_timeout: float | None = None
     """Seconds before the group gives up on a silent worker; None: 45 s. Lower means a
     killed worker's partitions move sooner."""
+    results_trim_interval: float | None = None
+    """Seconds between the results index's passes that drop results below the topics'
+    log starts; None: `results_store.TRIM_INTERVAL` (60 s). Tests shorten it."""
     loglevel: str = "info"
 
     @classmethod
@@ -92,6 +95,8 @@ class Settings:
             raise ValueError("allowed_lateness and retention must be >= 0")
         if self.partitions is not None and self.partitions < 1:
             raise ValueError("partitions must be >= 1")
+        if self.results_trim_interval is not None and self.results_trim_interval <= 0:
+            raise ValueError("results_trim_interval must be > 0")
         from juggler.engine.orders import check_order
 
         return replace(self, order=check_order(self.order))
@@ -107,7 +112,7 @@ def _convert(name: str, raw: str) -> Any:
         return int(raw)
     if name in _PATHS:
         return Path(raw)
-    if name == "session_timeout":
+    if name in ("session_timeout", "results_trim_interval"):
         return float(raw)
     if name == "create_topics":
         return raw.strip().lower() not in ("0", "false", "no", "off")

@@ -196,7 +196,7 @@ class JugglerWorker:
     def run(self) -> None:
         """Consume, process and commit until SIGTERM/SIGINT; exit 70 on any failure."""
         from juggler.service.http_api import serve
-        from juggler.service.results_store import CodecOptions, ResultsStore
+        from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
@@ -205,7 +205,7 @@ class JugglerWorker:
         self.results_store = ResultsStore(
             self.client_config, self.names.all_results,
             CodecOptions(self.settings.schemas_dir, self.settings.registry_url),
-            self.settings.loglevel)
+            self.settings.loglevel, self.settings.results_trim_interval or TRIM_INTERVAL)
         self.results_store.start()
         server = serve(self, self.settings.web_host, self.settings.web_port,
                        self.settings.web_token)
