@@ -79,16 +79,24 @@ def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def exact(value: Number) -> Fraction | float:
+    """A number as a Fraction (exact for ints and doubles), or a NaN or infinity as it
+    is: it has no ratio (`Fraction` raises), and Python compares it with a Fraction as
+    IEEE 754 says (NaN fails every comparison but !=). The codec refuses non-finite
+    numbers (DESIGN section 1), but an engine called directly must not fail on one."""
+    return value if isinstance(value, float) and not math.isfinite(value) else Fraction(value)
+
+
 def attribute_holds(predicate: AttributePredicate, x: object) -> bool:
-    """DESIGN 2, exactly: a number becomes a Fraction (exact for ints and doubles), so
-    `x op constant` is decided without rounding; strings and booleans compare as they are."""
+    """DESIGN 2, exactly: a number becomes a Fraction, so `x op constant` is decided
+    without rounding; strings and booleans compare as they are."""
     if is_number(x) and isinstance(predicate.constant, Fraction):
-        return predicate.op.holds(Fraction(x), predicate.constant)
+        return predicate.op.holds(exact(x), predicate.constant)
     return predicate.op.holds(x, predicate.constant)
 
 
 def pair_holds(predicate: PairPredicate, x: object, y: object) -> bool:
     """`x op factor * y + offset` in exact arithmetic (or as written, for strings)."""
     if is_number(x) and is_number(y):
-        return predicate.op.holds(Fraction(x), predicate.factor * Fraction(y) + predicate.offset)
+        return predicate.op.holds(exact(x), predicate.factor * exact(y) + predicate.offset)
     return predicate.op.holds(x, y)
