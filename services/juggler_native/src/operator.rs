@@ -1508,7 +1508,7 @@ impl Operator {
                 start..bounds.len()
             }
         };
-        Some(Sieve { tlo, thi, bounds: ranges })
+        Some(Sieve::new(tlo, thi, ranges))
     }
 
     /// `q` (`r`: its words) split into State-Slice's MAXWINDOW slices: by MAXWINDOW,
