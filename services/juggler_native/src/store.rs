@@ -209,11 +209,13 @@ impl Store {
     /// The first held index whose ts is not below `lo` (nor equal to it, with
     /// `past`): a binary search over slot 0 of the values.
     fn first(&self, lo: i128, past: bool) -> usize {
+        // The first ts not below `lo + past`, searched in 64 bits as a ts is (i128
+        // comparisons and `past` per step were 0.5% of the instructions of J n=100).
         let (mut a, mut b) = (self.head, self.rows.len());
+        let Ok(lo) = i64::try_from((lo + past as i128).max(i64::MIN as i128)) else { return b };
         while a < b {
             let mid = (a + b) / 2;
-            let ts = self.ts(mid) as i128;
-            if ts < lo || (past && ts == lo) {
+            if self.ts(mid) < lo {
                 a = mid + 1;
             } else {
                 b = mid;
@@ -465,6 +467,11 @@ mod tests {
         assert_eq!(s.all().map(|i| s.seq(i)).collect::<Vec<_>>(), [4, 0, 2, 1, 3]);
         assert_eq!(s.between(10, 29), 1..3);
         assert_eq!(s.between(31, 40), 5..5);
+        // ranges reaching beyond 64 bits
+        assert_eq!(s.between(-(1 << 100), 1 << 100), 0..5);
+        assert_eq!(s.between(i64::MAX as i128 + 1, 1 << 100), 5..5);
+        assert_eq!(s.between(-(1 << 100), i64::MIN as i128 - 1), 0..0);
+        assert_eq!(s.between(-(1 << 100), 10), 0..2);
         s.widen(2);
         assert_eq!(s.value(2, 0), &V::I(20));
         assert_eq!(s.value(2, 1), &V::Missing);
