@@ -1414,7 +1414,10 @@ impl Operator {
     /// list is skipped), widened past rounding (the lists' exact filter decides): one
     /// per join list whose other side is bound to a number, one per attribute range
     /// list of the partner's stream, passed to `each` as (partner slot and range, the
-    /// list's step in the query's plan, the list's predicate type).
+    /// list's step in the query's plan, the list's predicate type). Inlined, as
+    /// `Store::between` is: called per query a retrieval sieves for, and per
+    /// retrieval, their calls were 0.6% of the instructions of J n=100.
+    #[inline(always)]
     fn partner_ranges(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
                       shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &OwnRange, Phase)) {
         debug_assert_eq!(partial.len(), c.depth);

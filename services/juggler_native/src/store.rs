@@ -224,7 +224,9 @@ impl Store {
         a
     }
 
-    /// Indices (absolute) of the events with lo <= ts <= hi.
+    /// Indices (absolute) of the events with lo <= ts <= hi (inlined: see
+    /// `Operator::partner_ranges`).
+    #[inline(always)]
     pub fn between(&self, lo: i128, hi: i128) -> std::ops::Range<usize> {
         let a = self.first(lo, false);
         a..self.first(hi, true).max(a)
