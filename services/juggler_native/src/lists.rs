@@ -309,7 +309,11 @@ impl RangeList {
         }
     }
 
-    /// OR into `out` the queries whose predicate `l - f*r op o` fails.
+    /// OR into `out` the queries whose predicate `l - f*r op o` fails. Inlined into a
+    /// partner's list probes, as the union of its queries' lists and its cached
+    /// attribute mask are (`Operator::expand`): their calls were 0.7% of the
+    /// instructions of J n=100.
+    #[inline(always)]
     pub fn pair_fail(&self, l: &V, rv: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
         match diff(self.factor.expect("a pair list"), l, rv) {
             Diff::Int(d) => self.at_int(d, out, r),

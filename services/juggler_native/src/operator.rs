@@ -162,7 +162,9 @@ impl CheckSets {
         self.sets.get(bit * self.words..(bit + 1) * self.words).unwrap_or(&[])
     }
 
-    /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`.
+    /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`
+    /// (inlined: see `RangeList::pair_fail`).
+    #[inline(always)]
     fn union(&self, mask: &[u64], r: &Words, out: &mut [u64]) {
         out.iter_mut().for_each(|w| *w = 0);
         for (w, &word) in mask.iter().enumerate().take(r.end).skip(r.start) {
@@ -934,7 +936,9 @@ impl Operator {
         }
     }
 
-    /// The held event's attribute mask, computed under the current lists if stale.
+    /// The held event's attribute mask, computed under the current lists if stale
+    /// (inlined: see `RangeList::pair_fail`).
+    #[inline(always)]
     fn cached_fail<'a>(&self, store: &'a mut Store, stream: u32, i: usize, exact: &mut dyn Exact) -> &'a [u64] {
         let nw = self.nw;
         let version = self.streams.get(stream as usize).map_or(0, |s| s.version);
