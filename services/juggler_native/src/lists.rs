@@ -58,6 +58,10 @@ enum Diff {
     Equal(bool),
 }
 
+/// `l - f*r` (see `Diff`). Inlined, as `RangeList::at_int` is: every list probe of a
+/// partner computes it, and their calls were 1% of the instructions of J n=100 with
+/// `Operator::narrowed`'s.
+#[inline(always)]
 fn diff(factor: Factor, l: &V, r: &V) -> Diff {
     match (l, r) {
         (V::Missing, _) | (_, V::Missing) => Diff::Fails,
@@ -277,6 +281,8 @@ impl RangeList {
         or_in(out, r, self.row(if self.lower { 0 } else { self.entries.len() }));
     }
 
+    /// The queries failing at an exact difference `d` (inlined: see `diff`).
+    #[inline(always)]
     fn at_int(&self, d: i128, out: &mut [u64], r: &Words) {
         let p = if self.lower { count_le(&self.ti, &d) } else { count_lt(&self.ti, &d) };
         or_in(out, r, self.row(p));
@@ -303,7 +309,11 @@ impl RangeList {
         }
     }
 
-    /// OR into `out` the queries whose predicate `l - f*r op o` fails.
+    /// OR into `out` the queries whose predicate `l - f*r op o` fails. Inlined into a
+    /// partner's list probes, as the union of its queries' lists and its cached
+    /// attribute mask are (`Operator::expand`): their calls were 0.7% of the
+    /// instructions of J n=100.
+    #[inline(always)]
     pub fn pair_fail(&self, l: &V, rv: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
         match diff(self.factor.expect("a pair list"), l, rv) {
             Diff::Int(d) => self.at_int(d, out, r),

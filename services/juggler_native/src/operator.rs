@@ -162,7 +162,9 @@ impl CheckSets {
         self.sets.get(bit * self.words..(bit + 1) * self.words).unwrap_or(&[])
     }
 
-    /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`.
+    /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`
+    /// (inlined: see `RangeList::pair_fail`).
+    #[inline(always)]
     fn union(&self, mask: &[u64], r: &Words, out: &mut [u64]) {
         out.iter_mut().for_each(|w| *w = 0);
         for (w, &word) in mask.iter().enumerate().take(r.end).skip(r.start) {
@@ -353,7 +355,8 @@ pub struct Operator {
     pub keys: FxHashMap<Box<str>, KeyState>,
     pub stats: Stats,
     pub types: TypeManager,
-    /// Buffers of each plan depth's expansion, reused from event to event.
+    /// Buffers of each plan depth's expansion, reused from event to event: one per
+    /// depth of a node with children.
     scratch: Vec<Scratch>,
     /// `ALONE` (the tests also run with 0: MAXWINDOW slices only).
     alone: usize,
@@ -459,8 +462,10 @@ struct Probes {
     /// sieve's bounds are a run in it.
     bounds: Vec<Bound>,
     uncovered: Vec<u64>,
-    /// The ranges of the query being covered, and the step of its plan each is of.
-    ranges: Vec<(Bound, OwnRange, Phase)>,
+    /// Per range of the query being covered (in `bounds`, from the end of the last
+    /// chosen probe's run on): its list, the list's row of the queries at least as
+    /// tight as the query, and the list's predicate type.
+    steps: Vec<(usize, usize, Phase)>,
 }
 
 /// The sieves of a retrieval and the queries of each (`nw` words per sieve).
@@ -740,6 +745,10 @@ impl Operator {
                             self.nodes.push(self.new_node(stream, depth));
                             let c = self.nodes.len() - 1;
                             self.nodes[node].children.push(c);
+                            // the buffers of its parent's depth, `depth - 1` (see `expand`)
+                            if self.scratch.len() < depth {
+                                self.scratch.resize_with(depth, Scratch::default);
+                            }
                             c
                         }
                     };
@@ -927,7 +936,9 @@ impl Operator {
         }
     }
 
-    /// The held event's attribute mask, computed under the current lists if stale.
+    /// The held event's attribute mask, computed under the current lists if stale
+    /// (inlined: see `RangeList::pair_fail`).
+    #[inline(always)]
     fn cached_fail<'a>(&self, store: &'a mut Store, stream: u32, i: usize, exact: &mut dyn Exact) -> &'a [u64] {
         let nw = self.nw;
         let version = self.streams.get(stream as usize).map_or(0, |s| s.version);
@@ -1092,6 +1103,10 @@ impl Operator {
         self.stats = stats;
     }
 
+    /// The results of the queries in `mask` whose paths end at `node`, into `out`.
+    /// Inlined: it runs for every partner that passes its filters, mostly to find none
+    /// (its calls were 0.35% of the instructions of J n=100).
+    #[inline(always)]
     fn emit(&self, ks: &KeyState, node: usize, mask: &[u64], partial: &[(u32, usize)], ts: i64, out: &mut Vec<Hit>) {
         let ends = &self.nodes[node].ends;
         for (w, (&m, &e)) in mask.iter().zip(ends).enumerate() {
@@ -1160,30 +1175,17 @@ impl Operator {
     /// lists), J on each in `order`'s order.
     /// `deferred`: the tuple's attribute mask when A did not come first (then only at
     /// the first level, where the A phase applies it too).
-    /// `scratch`: the buffers of each depth, this one's at `partial.len() - 1`.
+    /// `scratch`: the buffers of this depth and, after them, of the deeper ones (split
+    /// off rather than taken out and put back: moving a `Scratch` twice per call was
+    /// 1.2% of the instructions of J n=100).
     #[allow(clippy::too_many_arguments)]
     fn expand(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
               (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
-              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, scratch: &mut Vec<Scratch>) {
-        let depth = partial.len() - 1;
-        if scratch.len() <= depth {
-            scratch.resize_with(depth + 1, Scratch::default);
-        }
-        let mut sc = std::mem::take(&mut scratch[depth]);
-        self.expand_with(ks, node, partial, mask, (mints, maxts), before, deferred, order, exact, out, stats, &mut sc,
-                         scratch);
-        scratch[depth] = sc;
-    }
-
-    /// `expand` in this depth's buffers `sc`, taken out of `scratch` for the deeper
-    /// depths' use of it.
-    #[allow(clippy::too_many_arguments)]
-    fn expand_with(&self, ks: &mut KeyState, node: usize, partial: &mut Vec<(u32, usize)>, mask: &[u64],
-                   (mints, maxts): (i64, i64), before: u64, deferred: Option<&[u64]>, order: Order,
-                   exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, sc: &mut Scratch,
-                   scratch: &mut Vec<Scratch>) {
+              exact: &mut dyn Exact, out: &mut Vec<Hit>, stats: &mut Stats, scratch: &mut [Scratch]) {
         let floor = ks.floor.unwrap_or(i64::MIN) as i128;
-        let Scratch { group, survivors, fail, sets, retrieval } = sc;
+        let [Scratch { group, survivors, fail, sets, retrieval }, scratch @ ..] = scratch else {
+            unreachable!("`add_paths` keeps a `Scratch` per depth with children")
+        };
         for buf in [&mut *group, &mut *survivors, &mut *fail] {
             buf.resize(self.nw, 0);
         }
@@ -1375,7 +1377,9 @@ impl Operator {
 
     /// The node's time range narrowed by each window list (a `ts` against a bound
     /// stream's `ts`) in which every query of `group` has a predicate: the WES probe of
-    /// the window type. Times are ints, so the bounds are exact.
+    /// the window type. Times are ints, so the bounds are exact. Inlined: it runs per
+    /// child of every bound tuple (see `lists::diff`).
+    #[inline(always)]
     fn narrowed(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], lo: i128,
                 hi: i128) -> (i128, i128) {
         // The lists every query of the group uses are among any one query's.
@@ -1420,7 +1424,10 @@ impl Operator {
     /// list is skipped), widened past rounding (the lists' exact filter decides): one
     /// per join list whose other side is bound to a number, one per attribute range
     /// list of the partner's stream, passed to `each` as (partner slot and range, the
-    /// list's step in the query's plan, the list's predicate type).
+    /// list's step in the query's plan, the list's predicate type). Inlined, as
+    /// `Store::between` is: called per query a retrieval sieves for, and per
+    /// retrieval, their calls were 0.6% of the instructions of J n=100.
+    #[inline(always)]
     fn partner_ranges(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
                       shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &OwnRange, Phase)) {
         debug_assert_eq!(partial.len(), c.depth);
@@ -1516,7 +1523,7 @@ impl Operator {
                 start..bounds.len()
             }
         };
-        Some(Sieve { tlo, thi, bounds: ranges })
+        Some(Sieve::new(tlo, thi, ranges))
     }
 
     /// `q` (`r`: its words) split into State-Slice's MAXWINDOW slices: by MAXWINDOW,
@@ -1623,7 +1630,7 @@ impl Operator {
     fn cover(&self, ks: &mut KeyState, c: &Node, partial: &[(u32, usize)], group: &[u64], limit: usize,
              stats: &mut Stats, probes: &mut Probes) {
         let s = c.stream as usize;
-        let Probes { chosen, covered, bounds, uncovered, ranges } = probes;
+        let Probes { chosen, covered, bounds, uncovered, steps } = probes;
         chosen.clear();
         covered.clear();
         bounds.clear();
@@ -1631,32 +1638,44 @@ impl Operator {
         uncovered.extend_from_slice(group);
         let mut total = 0;
         while let Some(bit) = first_bit(uncovered) {
-            ranges.clear();
-            self.partner_ranges(ks, c, partial, bit, None, |b, step, phase| ranges.push((b, *step, phase)));
-            let mut best = None;
-            for &(Bound { slot, lo, hi }, step, phase) in ranges.iter() {
+            // The query's ranges go to `bounds` as they come, its own run there if a
+            // probe is chosen for it (copying each range's 100-byte step, and then the
+            // ranges, was 1% of the instructions of J n=100).
+            let start = bounds.len();
+            steps.clear();
+            self.partner_ranges(ks, c, partial, bit, None, |b, step, phase| {
+                bounds.push(b);
+                // a query alone is given only the lists it has a constant in
+                steps.push((step.list, step.own.expect("a query's own range").1, phase));
+            });
+            let mut best: Option<(usize, std::ops::Range<usize>, usize)> = None;
+            for (k, (&Bound { slot, lo, hi }, &(_, _, phase))) in
+                bounds[start..].iter().zip(steps.iter()).enumerate()
+            {
                 let x = ks.stores[s].index(slot);
                 stats.comparisons[phase as usize] += 1;
                 let entries = ks.stores[s].entries(x, lo, hi);
                 if total + entries.len() < limit
-                    && best.as_ref().is_none_or(|(_, e, _, _): &(usize, std::ops::Range<usize>, _, _)| entries.len() < e.len())
+                    && best.as_ref().is_none_or(|(_, e, _)| entries.len() < e.len())
                 {
-                    best = Some((x, entries, step, phase));
+                    best = Some((x, entries, k));
                 }
             }
-            set(uncovered, bit, false);
-            if let Some((index, entries, step, phase)) = best {
-                // the queries it serves: those at least as tight as the query
-                let served = step.own.map(|(_, row)| self.ranges[step.list].row(row)).expect("a query's own range");
-                let at = covered.len();
-                covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
-                covered[at + bit / 64] |= 1 << (bit % 64);
-                and_not(uncovered, served);
-                total += entries.len();
-                let own = bounds.len()..bounds.len() + ranges.len();
-                bounds.extend(ranges.iter().map(|r| r.0));
-                chosen.push(IndexProbe { index, entries, own: (bit, own), phase });
-            }
+            uncovered[bit / 64] &= !(1 << (bit % 64));
+            let Some((index, entries, k)) = best else {
+                bounds.truncate(start);
+                continue;
+            };
+            let (list, row, phase) = steps[k];
+            // the queries it serves: those at least as tight as the query
+            let served = self.ranges[list].row(row);
+            let at = covered.len();
+            covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
+            covered[at + bit / 64] |= 1 << (bit % 64);
+            and_not(uncovered, served);
+            total += entries.len();
+            let own = start..bounds.len();
+            chosen.push(IndexProbe { index, entries, own: (bit, own), phase });
         }
     }
 
