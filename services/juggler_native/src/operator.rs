@@ -1661,7 +1661,7 @@ impl Operator {
                     best = Some((x, entries, k));
                 }
             }
-            uncovered[bit / 64] &= !(1 << (bit % 64));
+            set(uncovered, bit, false);
             let Some((index, entries, k)) = best else {
                 bounds.truncate(start);
                 continue;
