@@ -299,8 +299,10 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
     per result instead, a path the worker does not take (a tenth of the instructions
     on K), so the worker's share of it was measured against a slower engine."""
     from juggler.codec.avro import Codec
+    from juggler.codec.bounded import result_budget
     from juggler.engine.events import EngineConfig, LateEvent
     from juggler.engine.native_engine import NativeEngine
+    from juggler.kafka.names import stream_topic
     from juggler.language import compile_query
     from juggler.service.settings import Settings
 
@@ -308,7 +310,7 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
     offsets: Counter[str] = Counter()
     decoded = []
     for event in events:
-        topic = f"juggler.stream.{event.stream}"
+        topic = stream_topic(event.stream)
         decoded.append(codec.stream_event(
             event.stream, event.key.encode(), codec.encode(event.stream, {"ts": event.ts, **event.data}),
             topic, 0, offsets[topic]))
@@ -317,9 +319,10 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
     for query_id, text in queries:
         engine.register(compile_query(query_id, text, codec.catalog()))
     batch, results = Settings.batch_max, 0
+    budget = result_budget(codec, Settings.max_record_bytes)  # the worker's
     t0 = time.perf_counter()
     for i in range(0, len(decoded), batch):
-        for outcome in engine.process_batch_encoded(decoded[i:i + batch], 1 << 30):
+        for outcome in engine.process_batch_encoded(decoded[i:i + batch], budget):
             results += 0 if isinstance(outcome, LateEvent) else len(outcome)
     return len(decoded) / (time.perf_counter() - t0), results / len(decoded)
 
