@@ -8,8 +8,9 @@ difference gives
   `juggler_loop_cpu_seconds_total`, see `juggler.service.loop_clock`): what the loop
   spent its wall time on, and how much of it the loop's thread had a core;
 - its clearances (`juggler_clearance_seconds`: the broker round trips a fetched record
-  waits for before it may be taken, DESIGN 4a) and its transactions: how many, how long each took, and how long a round waited for the
-  one in flight (`juggler_transaction_seconds`, `juggler_commit_queue_seconds`);
+  waits for before it may be taken, DESIGN 4a) and its transactions: how many, how
+  long each took, and how long a round waited for the one in flight
+  (`juggler_transaction_seconds`, `juggler_commit_queue_seconds`);
 - a result's age when its round was handed to the commit thread and when it was
   committed (`juggler_handover_latency_seconds`, `juggler_processing_latency_seconds`,
   from the Kafka timestamp of its last event): what of its latency came before the
