@@ -35,6 +35,7 @@ class FakeWorker:
 
     encode_result = JugglerWorker.encode_result
     result_header = JugglerWorker.result_header
+    arrival_order = JugglerWorker.arrival_order
 
     def __init__(self, max_record_bytes: int = 1_000_000) -> None:
         self.settings = Settings(max_record_bytes=max_record_bytes)

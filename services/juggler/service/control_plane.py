@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, CodecError
 from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, Record, RoundCounts
 from juggler.service.transactions import Outbox
+
+if TYPE_CHECKING:
+    from juggler.service.job import TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +34,7 @@ MAX_MESSAGE = 4096
 
 
 class ControlTask:
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: TaskContext) -> None:
         self.w = worker
         self.accepted: set[str] = set()
         """The ids of the registered queries."""

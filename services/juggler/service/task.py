@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
@@ -24,8 +24,11 @@ from juggler.engine.native import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.service import held_state
-from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait
+from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
 from juggler.service.transactions import Outbox
+
+if TYPE_CHECKING:
+    from juggler.service.job import TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ class RoundCounts:
 
 
 class PartitionTask:
-    def __init__(self, worker: Any, partition: int) -> None:
+    def __init__(self, worker: TaskContext, partition: int) -> None:
         self.w = worker
         self.partition = partition
         settings = worker.settings
@@ -70,7 +73,7 @@ class PartitionTask:
                                    retention=settings.retention, order=settings.order)
         self.engine = NativeEngine(self.config)
         self.streams = worker.streams
-        self.order = ArrivalOrder(self.streams, settings.max_idle_ms)
+        self.order = worker.arrival_order()
         self.texts: dict[str, str] = {}
         self.own_topic: set[str] = set()
         """Queries registered with their own results topic."""
@@ -125,7 +128,7 @@ class PartitionTask:
         topics = {*self.topic_of.values(), self.w.names.fanout}
         self.committed = {tp: o for tp, o in committed.items()
                           if tp[1] == self.partition and tp[0] in topics}
-        self.order = ArrivalOrder(self.streams, self.w.settings.max_idle_ms)
+        self.order = self.w.arrival_order()
         self.restored = False
         return self
 

@@ -29,10 +29,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from juggler.kafka.client_config import client_config
-from juggler.service.loop_clock import LoopClock
+from juggler.service.job import Job
 from juggler.service.settings import Settings
-from juggler.service.topic_names import TopicNames
 
 if TYPE_CHECKING:
     from juggler.service.clearance import Answer, Question
@@ -41,8 +39,6 @@ log = logging.getLogger(__name__)
 
 FAILURE_EXIT = 70
 """Exit status when processing fails: state may be ahead of what was committed."""
-COMPILED_CACHE = 50_000
-"""Compiled queries kept per worker (oldest dropped first)."""
 REFRESH_EVERY = 0.005
 """Seconds between two questions for the same partition's log end."""
 ANSWER_POLL = 0.001
@@ -68,38 +64,14 @@ workload K offline (60,000 records, the loop's code without Kafka) collections t
 0.75 s of 3.2 s, and 0.17 s at 10,000."""
 
 
-class JugglerWorker:
+class JugglerWorker(Job):
     def __init__(self, settings: Settings) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        from juggler.codec.avro import Codec
-        from juggler.codec.bounded import encode_result_bounded, result_budget
-        from juggler.service.deadletters import DeadLetters
         from juggler.service.metrics import WorkerMetrics
-        from juggler.service.topic_setup import ensure_worker_topics, partitions
 
-        self.settings = settings
-        self.names = TopicNames(settings.topic_prefix)
-        self.codec = Codec(settings.schemas_dir,
-                           **({"registry_url": settings.registry_url}
-                              if settings.registry_url is not None else {}))
-        self.catalog = self.codec.catalog()
-        self.streams = self.codec.stream_names()
-        if settings.create_topics:
-            ensure_worker_topics(settings, self.streams)
-        self.partitions = partitions(settings) or settings.partitions or 1
-        self.client_config = client_config(settings.bootstrap)
-        self.admin = AdminClient({**self.client_config, "log_level": 3})
-        self.max_record_bytes = settings.max_record_bytes
-        self._encode_result = encode_result_bounded
-        self.result_budget = result_budget(self.codec, self.max_record_bytes)
-        """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
-        self._result_headers: dict[str, bytes] = {}
+        super().__init__(settings)
         self.tasks: dict[int, Any] = {}
         self.control: Any = None
-        self.clock = LoopClock()
         self.metrics = WorkerMetrics(self)
-        self.dead_letters = DeadLetters(self)
         self.lock = threading.Lock()
         """Held while a round runs; the HTTP thread takes it to read the tasks."""
         self.ready = False
@@ -108,7 +80,6 @@ class JugglerWorker:
         self._assigned = False
         self._stop = threading.Event()
         self._committed: dict[tuple[str, int], int] = {}
-        self._compiled: dict[tuple[str, str], Any] = {}
         self._revoked: dict[int, Any] = {}
         """Tasks revoked by the rebalance under way: kept until the assignment shows
         whether they come back (then `restore.assigned` reuses them)."""
@@ -128,54 +99,7 @@ class JugglerWorker:
         self._paused: set[tuple[str, int]] = set()
         self.stream_of_topic = {self.names.stream(s): s for s in self.streams}
 
-    # what tasks call ------------------------------------------------------------------
-
-    def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
-        return self._encode_result(self.codec, record, topic=topic, key=key,
-                                   max_bytes=self.max_record_bytes, trusted=True)
-
-    def result_header(self, topic: str) -> bytes:
-        """The framing of a result body sent to `topic`: asked of the codec (and, with a
-        Schema Registry, of the registry) once per topic."""
-        header = self._result_headers.get(topic)
-        if header is None:
-            from juggler.codec.avro import RESULT
-
-            header = self._result_headers[topic] = self.codec.header(RESULT, topic)
-        return header
-
-    def compiled(self, query_id: str, text: str) -> Any:
-        """The query compiled once per worker: the control task and every task of the
-        worker register the same text, and compiling is most of a registration's cost.
-        Raises `QueryError`."""
-        from juggler.language import compile_query
-
-        key = (query_id, text)
-        query = self._compiled.get(key)
-        if query is None:
-            query = self._compiled[key] = compile_query(query_id, text, self.catalog)
-            if len(self._compiled) > COMPILED_CACHE:
-                self._compiled.pop(next(iter(self._compiled)))
-        return query
-
-    def ensure_results_topic(self, query_id: str) -> None:
-        from juggler.service.topic_setup import ensure_results_topic
-
-        ensure_results_topic(self.settings, self.partitions, query_id)
-
-    def own_results_topic(self, query_id: str) -> None:
-        """A query registered or restored here publishes to its own results topic: the
-        results index follows that topic too, so the API serves it as any other."""
-        self.results_store.follow(self.names.results(query_id))
-
-    def stream_log_ends(self) -> dict[int, dict[str, int]]:
-        """Per partition, each stream partition's log end now (a barrier)."""
-        from juggler.kafka.offsets import log_ends
-
-        ends = log_ends(self.admin, [(self.names.stream(s), p) for s in self.streams
-                                     for p in range(self.partitions)])
-        return {p: {s: ends[(self.names.stream(s), p)] for s in self.streams}
-                for p in range(self.partitions)}
+    # what the HTTP port and the metrics read ------------------------------------------
 
     def restored_tasks(self) -> list[Any]:
         """The tasks whose engines may be read (by the HTTP thread, under `lock`)."""

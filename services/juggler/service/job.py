@@ -1,0 +1,139 @@
+"""What both runtimes of the job share: the worker (`juggler worker`) and the Faust app
+(`juggler faust-worker`) are two ways of driving the same tasks, so the parts a task and
+the control task call on live here once.
+
+`Job` holds the settings, the topic names, the codec and its catalog, the compiled
+queries, the framing and size bound of results, the dead-letter writer and the loop
+clock; a runtime adds how records arrive (`arrival_order`) and how a round's outbox
+reaches Kafka. `TaskContext` is what a task may use of it, typed, so a task never
+reaches into a runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from juggler.codec.avro import RESULT, Codec
+from juggler.codec.bounded import encode_result_bounded, result_budget
+from juggler.kafka.client_config import client_config
+from juggler.language import compile_query
+from juggler.language.model import Query
+from juggler.service.arrival import ArrivalOrder
+from juggler.service.deadletters import DeadLetters
+from juggler.service.loop_clock import LoopClock
+from juggler.service.settings import Settings
+from juggler.service.topic_names import TopicNames
+from juggler.service.topic_setup import ensure_results_topic, ensure_worker_topics, partitions
+
+if TYPE_CHECKING:
+    from juggler.service.metrics import WorkerMetrics
+    from juggler.service.results_store import ResultsStore
+
+COMPILED_CACHE = 50_000
+"""Compiled queries kept per process (oldest dropped first)."""
+
+
+class TaskContext(Protocol):
+    """What a partition task and the control task use of their runtime."""
+
+    settings: Settings
+    names: TopicNames
+    codec: Codec
+    streams: list[str]
+    partitions: int
+    max_record_bytes: int
+    result_budget: int
+    clock: LoopClock
+    dead_letters: DeadLetters
+    metrics: WorkerMetrics
+
+    def arrival_order(self) -> ArrivalOrder: ...
+
+    def result_header(self, topic: str) -> bytes: ...
+
+    def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes
+                      ) -> tuple[bytes, bool]: ...
+
+    def compiled(self, query_id: str, text: str) -> Query: ...
+
+    def ensure_results_topic(self, query_id: str) -> None: ...
+
+    def own_results_topic(self, query_id: str) -> None: ...
+
+    def stream_log_ends(self) -> dict[int, dict[str, int]]: ...
+
+
+class Job:
+    """The shared half of a runtime (see the module's docstring)."""
+
+    results_store: ResultsStore | None = None
+    """The results index, once the runtime started it."""
+
+    def __init__(self, settings: Settings) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.settings = settings
+        self.names = TopicNames(settings.topic_prefix)
+        self.codec = Codec(settings.schemas_dir,
+                           **({"registry_url": settings.registry_url}
+                              if settings.registry_url is not None else {}))
+        self.catalog = self.codec.catalog()
+        self.streams = self.codec.stream_names()
+        if settings.create_topics:
+            ensure_worker_topics(settings, self.streams)
+        self.partitions = partitions(settings) or settings.partitions or 1
+        self.client_config = client_config(settings.bootstrap)
+        self.admin = AdminClient({**self.client_config, "log_level": 3})
+        self.max_record_bytes = settings.max_record_bytes
+        self.result_budget = result_budget(self.codec, self.max_record_bytes)
+        """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
+        self.clock = LoopClock()
+        self.dead_letters = DeadLetters(self)
+        self._result_headers: dict[str, bytes] = {}
+        self._compiled: dict[tuple[str, str], Query] = {}
+
+    def arrival_order(self) -> ArrivalOrder:
+        """A task's order of taking records: the contract's (DESIGN 4a)."""
+        return ArrivalOrder(self.streams, self.settings.max_idle_ms)
+
+    def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
+        return encode_result_bounded(self.codec, record, topic=topic, key=key,
+                                     max_bytes=self.max_record_bytes, trusted=True)
+
+    def result_header(self, topic: str) -> bytes:
+        """The framing of a result body sent to `topic`: asked of the codec (and, with a
+        Schema Registry, of the registry) once per topic."""
+        header = self._result_headers.get(topic)
+        if header is None:
+            header = self._result_headers[topic] = self.codec.header(RESULT, topic)
+        return header
+
+    def compiled(self, query_id: str, text: str) -> Query:
+        """The query compiled once per process: the control task and every task register
+        the same text, and compiling is most of a registration's cost. Raises
+        `QueryError`."""
+        key = (query_id, text)
+        query = self._compiled.get(key)
+        if query is None:
+            query = self._compiled[key] = compile_query(query_id, text, self.catalog)
+            if len(self._compiled) > COMPILED_CACHE:
+                self._compiled.pop(next(iter(self._compiled)))
+        return query
+
+    def ensure_results_topic(self, query_id: str) -> None:
+        ensure_results_topic(self.settings, self.partitions, query_id)
+
+    def own_results_topic(self, query_id: str) -> None:
+        """A query registered or restored here publishes to its own results topic: the
+        results index follows that topic too, so the API serves it as any other."""
+        if self.results_store is not None:
+            self.results_store.follow(self.names.results(query_id))
+
+    def stream_log_ends(self) -> dict[int, dict[str, int]]:
+        """Per partition, each stream partition's log end now (a barrier)."""
+        from juggler.kafka.offsets import log_ends
+
+        ends = log_ends(self.admin, [(self.names.stream(s), p) for s in self.streams
+                                     for p in range(self.partitions)])
+        return {p: {s: ends[(self.names.stream(s), p)] for s in self.streams}
+                for p in range(self.partitions)}
