@@ -4,6 +4,7 @@ stays fast and one subcommand's dependencies never break another."""
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -94,6 +95,13 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
 @click.option("--max-idle-ms", default=None, metavar="MS", type=click.IntRange(min=0),
               help="How long to wait for an idle stream partition (default 500).")
+@click.option("--runtime", type=click.Choice(["worker", "faust"]), default="worker",
+              show_default=True,
+              help="worker: exactly once, the contract's order (docs/worker.md); faust: a "
+                   "Faust app, at least once, a reorder buffer (docs/faust.md; needs "
+                   "`pip install juggler[faust]`).")
+@click.option("--reorder-ms", default=None, metavar="MS", type=click.IntRange(min=0),
+              help="Faust runtime: how long a record waits for a silent stream (default 1000).")
 @click.option("--web-host", default=None,
               help="Address the HTTP port binds to (default 127.0.0.1; 0.0.0.0 for all).")
 @click.option("--web-port", default=None, type=click.IntRange(min=1, max=65535),
@@ -112,23 +120,41 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--loglevel", default=None,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @security_options
-def worker_command(**options: object) -> None:
+def worker_command(runtime: str, **options: object) -> None:
     """Run the Kafka worker until SIGTERM/SIGINT.
 
     Settings come from JUGGLER_* environment variables (e.g. JUGGLER_WEB_PORT);
-    options given here override them. See docs/worker.md.
+    options given here override them. See docs/worker.md, and docs/faust.md for
+    `--runtime faust`.
     """
     from juggler.service.settings import Settings
-    from juggler.service.worker import JugglerWorker
 
     try:
         settings = Settings.from_env(**options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if runtime == "faust":
+        _faust_worker(options)
+        return
     from juggler.logs import log_to_stderr
+    from juggler.service.worker import JugglerWorker
 
     log_to_stderr(settings.loglevel)
     JugglerWorker(settings).run()
+
+
+def _faust_worker(options: dict[str, object]) -> None:
+    """The Faust app reads its settings from the environment when it is imported (as
+    `faust -A juggler.faust.app worker` does), so the options given go there first."""
+    for name, value in options.items():
+        if value is not None:
+            os.environ[f"JUGGLER_{name.upper()}"] = str(value)
+    try:
+        from juggler.faust.app import main as faust_main
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(f"{exc}: the Faust runtime needs `pip install "
+                                   f"juggler[faust]`") from None
+    faust_main()
 
 
 # -- Kafka: broker, topics, control plane ---------------------------------------------

@@ -40,6 +40,11 @@ class Settings:
     order: str = "adaptive"
     max_idle_ms: int = DEFAULT_MAX_IDLE_MS
     """See `DEFAULT_MAX_IDLE_MS` and DESIGN section 4a."""
+    reorder_ms: int = 1000
+    """The Faust runtime's reorder buffer (`juggler.faust.reorder`, DESIGN 4b): how long
+    a record waits for the records of another stream partition that is silent. The
+    worker does not use it: it knows the log ends, and waits `max_idle_ms` only for a
+    partition that is caught up."""
     replication_factor: int = 1
     """Of the topics the worker creates (results topics)."""
     web_host: str = "127.0.0.1"
@@ -89,8 +94,8 @@ class Settings:
         return cls(**values).checked()
 
     def checked(self) -> Settings:
-        if self.max_idle_ms < 0:
-            raise ValueError("max_idle_ms must be >= 0")
+        if self.max_idle_ms < 0 or self.reorder_ms < 0:
+            raise ValueError("max_idle_ms and reorder_ms must be >= 0")
         if self.allowed_lateness < 0 or self.retention < 0:
             raise ValueError("allowed_lateness and retention must be >= 0")
         if self.partitions is not None and self.partitions < 1:
@@ -103,7 +108,7 @@ class Settings:
 
 
 _INTS = {"partitions", "allowed_lateness", "retention", "web_port", "batch_max",
-         "replication_factor", "max_idle_ms", "buffer_max", "max_record_bytes"}
+         "replication_factor", "max_idle_ms", "reorder_ms", "buffer_max", "max_record_bytes"}
 _PATHS = {"schemas_dir"}
 
 

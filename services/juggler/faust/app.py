@@ -1,0 +1,173 @@
+"""The Faust app: `faust -A juggler.faust.app worker` (or `juggler faust-worker`).
+
+Configured by the worker's `JUGGLER_*` settings (`Settings.from_env`) and reading and
+writing the worker's topics, in the worker's records. Faust's vocabulary, thinly:
+
+- agent `events` over every stream topic and the fanout topic (co-partitioned): each
+  record goes to its partition's task (`FaustJob.stream_record`);
+- agent `commands` over the control topic: REGISTER / DEREGISTER decided, statuses and
+  one fanout copy per partition published (`FaustJob.control_record`);
+- table `state`: each partition's WES/JES state (`juggler.faust.state_table`), and table
+  `registered`: the accepted queries, both changelog-backed and restored by Faust;
+- a task running `FaustJob.pump`, which evaluates and publishes;
+- pages on Faust's web port: `/health`, `/metrics` (the worker's names), `/queries`, and
+  `/queries/<id>/results?after=<cursor>` from the results index the worker uses.
+
+A Faust app and a worker must not share an app id: they would join one consumer group.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import faust
+from faust.web import Request, Response, View
+
+from juggler.faust.runtime import FaustJob
+from juggler.service.metrics import CONTENT_TYPE
+from juggler.service.results_api import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page_body
+from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
+from juggler.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+settings = Settings.from_env()
+job = FaustJob(settings)
+names = job.names
+
+
+def _broker_settings(s: Settings) -> dict[str, Any]:
+    timeouts: dict[str, Any] = {}
+    if s.session_timeout is not None:
+        timeouts = {"broker_session_timeout": s.session_timeout,
+                    "broker_rebalance_timeout": s.session_timeout,
+                    "broker_heartbeat_interval": max(0.2, s.session_timeout / 10)}
+    return timeouts
+
+
+app = faust.App(
+    settings.app_id,
+    broker=";".join(f"kafka://{b.strip()}" for b in settings.bootstrap.split(",")),
+    store="memory://",
+    processing_guarantee="at_least_once",
+    topic_partitions=job.partitions,
+    topic_replication_factor=settings.replication_factor,
+    topic_disable_leader=True,
+    table_standby_replicas=0,
+    web_enabled=True,
+    web_port=settings.web_port,
+    web_bind=settings.web_host,
+    web_host=settings.web_host,
+    datadir=str(Path(tempfile.gettempdir()) / f"juggler-faust-{settings.app_id}"),
+    autodiscover=False,
+    consumer_auto_offset_reset="earliest",
+    producer_acks=-1,
+    producer_max_request_size=max(1_048_576, settings.max_record_bytes + 65_536),
+    **_broker_settings(settings),
+)
+
+inputs = app.topic(*(names.stream(s) for s in job.streams), names.fanout,
+                   key_serializer="raw", value_serializer="raw", partitions=job.partitions)
+control = app.topic(names.control, key_serializer="raw", value_serializer="raw",
+                    partitions=1)
+job.state = app.Table("state", partitions=job.partitions, key_type=bytes, value_type=bytes)
+job.registered = app.Table("registered", partitions=1, key_type=bytes, value_type=bytes)
+
+
+@app.agent(inputs)
+async def events(stream: faust.StreamT) -> None:
+    async for event in stream.noack().events():
+        await job.stream_record(event)
+
+
+@app.agent(control)
+async def commands(stream: faust.StreamT) -> None:
+    async for event in stream.noack().events():
+        await job.control_record(event)
+
+
+@app.task
+async def pump() -> None:
+    """Start the results index, then evaluate and publish until the app stops."""
+    job.producer = app.producer
+    job.results_store = ResultsStore(
+        job.client_config, names.all_results,
+        CodecOptions(settings.schemas_dir, settings.registry_url), settings.loglevel,
+        settings.results_trim_interval or TRIM_INTERVAL)
+    job.results_store.start()
+    log.info("juggler faust app %r: %d partitions, reorder %d ms, HTTP on http://%s:%d",
+             settings.app_id, job.partitions, settings.reorder_ms, settings.web_host,
+             settings.web_port)
+    await job.pump()
+
+
+@app.on_partitions_revoked.connect
+async def revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
+    topics = {names.stream(s) for s in job.streams} | {names.fanout}
+    await job.revoked({tp.partition for tp in revoked if tp.topic in topics},
+                      any(tp.topic == names.control for tp in revoked))
+
+
+@app.on_before_shutdown.connect
+async def stop_results_index(sender: Any, **kwargs: Any) -> None:
+    if job.results_store is not None:
+        job.results_store.stop()
+
+
+@app.page("/health")
+class Health(View):
+    """200 once Faust has recovered the tables and is not rebalancing, 503 before."""
+
+    async def get(self, request: Request) -> Response:
+        ready = not app.rebalancing and not app.in_recovery and app.consumer.assignment() \
+            is not None
+        return self.json({"status": "ok" if ready else "starting", "app": settings.app_id,
+                          "runtime": "faust", "partitions": sorted(job.tasks)},
+                         status=200 if ready else 503)
+
+
+@app.page("/metrics")
+class Metrics(View):
+    async def get(self, request: Request) -> Response:
+        return self.bytes(job.metrics.expose(), content_type=CONTENT_TYPE)
+
+
+@app.page("/queries")
+class Queries(View):
+    async def get(self, request: Request) -> Response:
+        return self.json({"queries": job.registered_queries()})
+
+
+@app.page("/queries/{query_id}/results")
+class Results(View):
+    """A query's results by cursor, as the worker serves them (`results_api`)."""
+
+    async def get(self, request: Request, query_id: str) -> Response:
+        problem = names.query_id_problem(query_id)
+        if problem:
+            return self.json({"error": problem}, status=400)
+        try:
+            after = decode_cursor(request.query.get("after"))
+            limit = int(request.query.get("limit", DEFAULT_LIMIT))
+            if not 1 <= limit <= MAX_LIMIT:
+                raise ValueError
+        except BadCursor as exc:
+            return self.json({"error": str(exc)}, status=400)
+        except ValueError:
+            return self.json({"error": f"limit must be an integer from 1 to {MAX_LIMIT}"},
+                             status=400)
+        store = job.results_store
+        topic = names.results(query_id) if job.own_topic(query_id) else names.all_results
+        if store is None:
+            return self.json({"error": "the results index is starting"}, status=503)
+        results, positions = store.page(query_id, topic, after, limit)
+        return self.bytes(page_body(results, positions), content_type="application/json")
+
+
+def main() -> None:
+    """`juggler faust-worker`: this app's Faust worker, in this process."""
+    worker = faust.Worker(app, loglevel=settings.loglevel)
+    worker.execute_from_commandline()

@@ -1,0 +1,305 @@
+"""The Faust runtime's job: the worker's tasks, driven by Faust agents instead of a loop.
+
+The agents (`juggler.faust.app`) hand each record to `FaustJob`: a stream or fanout
+record to the task of its partition (`PartitionTask`, the worker's own, with a
+`ReorderBuffer` as its arrival order), a control record to the control task
+(`ControlTask`, the worker's own). One coroutine, `pump`, runs what the tasks may take
+and commits each task's batch in the order at-least-once needs (DESIGN 4b):
+
+1. `<p>/w` in the state table: the input offsets the batch covers (a crash after this
+   point may publish its results again; a restore counts them);
+2. the batch's results, dead letters and statuses, awaited until the broker has them;
+3. its state records and mark (`state_table.batch_records`), awaited;
+4. its tombstones; then its input records are acknowledged, so Faust commits their
+   offsets only once everything they caused is in Kafka.
+
+A crash anywhere loses nothing: what was not marked is processed again from the state
+as of the last mark; results published after that mark are published again (counted in
+`juggler_results_maybe_repeated_total` and sent with the `juggler-may-repeat` header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import Counter
+
+from juggler.faust import state_table
+from juggler.faust.reorder import ReorderBuffer
+from juggler.service import held_state
+from juggler.service.control_plane import ControlTask
+from juggler.service.job import Job
+from juggler.service.metrics import WorkerMetrics
+from juggler.service.restore import read_originals
+from juggler.service.settings import Settings
+from juggler.service.task import PartitionTask, Record, RoundCounts
+from juggler.service.transactions import Outbox
+
+log = logging.getLogger(__name__)
+
+MAY_REPEAT_HEADER = "juggler-may-repeat"
+"""On a result published while a partition replays what it may have published before
+a crash: a consumer that must see each result once drops it if it saw its identity."""
+
+
+class FaustJob(Job):
+    """The tasks of this Faust worker, and how their batches reach Kafka."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.tasks: dict[int, PartitionTask] = {}
+        self.control: ControlTask | None = None
+        self.consumer = None
+        """The worker's consumer lag metric reads one; Faust exports its own lag."""
+        self.metrics = WorkerMetrics(self)
+        self.maybe_repeated = Counter(
+            "juggler_results_maybe_repeated",
+            "Results published while a partition replayed records whose results may "
+            "have been published before a crash (an upper bound on repeats)",
+            registry=self.metrics.registry)
+        self.lock = asyncio.Lock()
+        """Held while a batch or a command is processed and committed, and while a
+        rebalance drops tasks: each task's state and its commits stay in order."""
+        self.wake = asyncio.Event()
+        self.producer: Any = None
+        """Faust's producer (`app.producer`), set when the app starts."""
+        self.state: Any = None
+        self.registered: Any = None
+        """The Faust tables: task state per partition; the control task's accepted set."""
+        self._unacked: dict[int, dict[str, deque[Any]]] = {}
+        self._marks: dict[int, state_table.Mark] = {}
+        self._replay: dict[int, dict[str, int]] = {}
+        self._epoch = 0
+        self._stream_of = {self.names.stream(s): s for s in self.streams}
+
+    # what tasks and the HTTP pages call -------------------------------------------------
+
+    def arrival_order(self) -> ReorderBuffer:
+        return ReorderBuffer(self.streams, self.settings.reorder_ms)
+
+    def restored_tasks(self) -> list[PartitionTask]:
+        return list(self.tasks.values())
+
+    def own_topic(self, query_id: str) -> bool:
+        return any(query_id in t.own_topic for t in self.tasks.values())
+
+    def registered_queries(self) -> list[dict[str, str]]:
+        seen: dict[str, str] = {}
+        for task in self.tasks.values():
+            seen.update(task.texts)
+        return [{"id": qid, "text": text} for qid, text in seen.items()]
+
+    # records in -------------------------------------------------------------------------
+
+    async def stream_record(self, event: Any) -> None:
+        """A record of a stream topic or of the fanout topic, from the agent."""
+        message = event.message
+        p = message.partition
+        async with self.lock:
+            task = self.tasks.get(p) or await self._restore(p)
+            mark = self._marks[p].offsets.get(message.topic)
+            if mark is not None and message.offset < mark:
+                event.ack()  # in the state already: Faust delivers it again after a crash
+                return
+            record = _record(message)
+            self._unacked[p].setdefault(message.topic, deque()).append(event)
+            self._epoch += 1
+            stream = self._stream_of.get(message.topic)
+            if stream is None:
+                task.add_barrier(record)
+            else:
+                task.add_many(stream, [record], self._epoch, time.monotonic())
+        self.wake.set()
+        while task.order.buffered() >= self.settings.buffer_max and p in self.tasks:
+            await asyncio.sleep(0.01)  # the pump is behind: hold the agent back
+
+    async def control_record(self, event: Any) -> None:
+        """A record of the control topic, from the agent: decided at once."""
+        async with self.lock:
+            if self.control is None:
+                self.control = ControlTask(self)
+                self.control.accepted = set(k.decode() for k in self.registered.data)
+                self.control.restored = True
+            before = set(self.control.accepted)
+            self.control.add(_record(event.message))
+            outbox, counts = Outbox(), RoundCounts()
+            self.control.run(outbox, counts)
+            await self._publish(outbox.messages)
+            now = self.control.accepted
+            changes = [(qid.encode(), b"1") for qid in sorted(now - before)]
+            changes += [(qid.encode(), None) for qid in sorted(before - now)]
+            await self._write(self.registered, 0, changes)
+            event.ack()
+            self._done(outbox, counts)
+
+    # the pump ---------------------------------------------------------------------------
+
+    async def pump(self) -> None:
+        """Run every task as far as its order allows, commit, and sleep until a record
+        arrives or a task's reorder wait ends."""
+        while True:
+            until = None
+            async with self.lock:
+                for p, task in list(self.tasks.items()):
+                    wait_until = await self._run(p, task)
+                    if wait_until is not None:
+                        until = wait_until if until is None else min(until, wait_until)
+            timeout = None if until is None else max(0.0, until - time.monotonic())
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            self.wake.clear()
+
+    async def _run(self, p: int, task: PartitionTask) -> float | None:
+        """One batch of task p; when to run it again if it must wait for a deadline
+        (now, if its batch was full)."""
+        outbox, counts = Outbox(), RoundCounts()
+        wait = task.run(outbox, counts, self.settings.batch_max, time.monotonic())
+        marked = self._marks[p].offsets
+        if outbox.messages or outbox.latest or any(
+                offset > marked.get(topic, 0) for (topic, _), offset in outbox.offsets.items()):
+            await self._commit(p, task, outbox, counts)
+        if wait is None:
+            return time.monotonic()
+        return wait.until
+
+    async def _commit(self, p: int, task: PartitionTask, outbox: Outbox,
+                      counts: RoundCounts) -> None:
+        mark = self._marks[p]
+        offsets = {**mark.offsets}
+        for (topic, partition), offset in outbox.offsets.items():
+            if partition == p:
+                offsets[topic] = max(offset, offsets.get(topic, 0))
+        task.w.clock.enter("commit")
+        if outbox.messages:
+            await self._write(self.state, p, [(state_table.PUBLISHING.encode(),
+                                               _json(offsets))])
+            self._flag_repeats(p, offsets, outbox, counts)
+            await self._publish(outbox.messages)
+        batch = state_table.Mark(mark.batch + 1, offsets)
+        values, tombstones = state_table.batch_records(
+            p, batch.batch, [(key, out[1]) for (_, _, key), out in outbox.latest.items()],
+            batch, self.state.data)
+        await self._send_table(self.state, p, values, wait=True)
+        await self._send_table(self.state, p, [(key, None) for key in tombstones], wait=False)
+        self._marks[p] = batch
+        for topic, queue in self._unacked[p].items():
+            end = offsets.get(topic, 0)
+            while queue and queue[0].message.offset < end:
+                queue.popleft().ack()
+        self._done(outbox, counts)
+        task.w.clock.enter("other")
+
+    def _flag_repeats(self, p: int, offsets: dict[str, int], outbox: Outbox,
+                      counts: RoundCounts) -> None:
+        """While p replays offsets a batch was publishing at a crash, its results may
+        be repeats: counted, and marked with `MAY_REPEAT_HEADER`."""
+        replay = self._replay.get(p)
+        if not replay:
+            return
+        results = {self.names.all_results} | {m[0] for m in outbox.messages
+                                               if m[0].startswith(self.names.results(""))}
+        flagged = 0
+        for i, (topic, value, key, partition, headers) in enumerate(outbox.messages):
+            if topic in results:
+                outbox.messages[i] = (topic, value, key, partition,
+                                      [*(headers or ()), (MAY_REPEAT_HEADER, b"1")])
+                flagged += 1
+        self.maybe_repeated.inc(flagged)
+        if all(offsets.get(topic, 0) >= end for topic, end in replay.items()):
+            del self._replay[p]
+
+    def _done(self, outbox: Outbox, counts: RoundCounts) -> None:
+        self.metrics.count(counts)
+        for callback in outbox.after_commit:
+            callback()
+
+    # Kafka --------------------------------------------------------------------------------
+
+    async def _publish(self, messages: Iterable[tuple[Any, ...]]) -> None:
+        """Send and wait until the broker has every message (acks=all)."""
+        pending = [await self.producer.send(topic, key, value,
+                                            None if partition < 0 else partition, None,
+                                            headers)
+                   for topic, value, key, partition, headers in messages]
+        if pending:
+            await asyncio.gather(*pending)
+
+    async def _write(self, table: Any, partition: int,
+                     changes: list[tuple[bytes, bytes | None]]) -> None:
+        """Records of `table` under partition p's prefix (`state_table.table_key`), or
+        for the accepted set as they are, written to the changelog and awaited."""
+        if table is self.state:
+            changes = [(state_table.table_key(partition, k), v) for k, v in changes]
+        await self._send_table(table, partition, changes, wait=True)
+
+    async def _send_table(self, table: Any, partition: int,
+                          changes: list[tuple[bytes, bytes | None]], wait: bool) -> None:
+        """Write `changes` to the table's store and its changelog partition (where Faust's
+        recovery reads them back), in order."""
+        topic = table.changelog_topic.get_topic_name()
+        pending = []
+        for key, value in changes:
+            if value is None:
+                table.data.pop(key, None)
+            else:
+                table.data[key] = value
+            pending.append(await self.producer.send(topic, key, value, partition, None, None))
+        if wait and pending:
+            await asyncio.gather(*pending)
+
+    # partitions ---------------------------------------------------------------------------
+
+    async def _restore(self, p: int) -> PartitionTask:
+        """Task p from the state table as Faust recovered it: the last marked batch's
+        state, its held events read back from the stream topics."""
+        restored = state_table.restore(p, self.state.data)
+        await self._send_table(self.state, p, restored.repairs, wait=True)
+        task = PartitionTask(self, p)
+        held = restored.state.held()
+        wanted = held_state.originals(held, p)
+        originals = await asyncio.to_thread(read_originals, self, wanted) if wanted else {}
+        missing = task.restore(restored.state, held, originals)
+        self.metrics.restore_missing.inc(missing)
+        offsets = restored.mark.offsets
+        for stream, inp in task.order.inputs.items():
+            inp.position = inp.end = offsets.get(self.names.stream(stream), 0)
+        task.order.barrier_position = offsets.get(self.names.fanout)
+        self._marks[p] = restored.mark
+        self._unacked[p] = {}
+        replay = {t: end for t, end in restored.publishing.items() if end > offsets.get(t, 0)}
+        if replay:
+            self._replay[p] = replay
+        self.tasks[p] = task
+        log.info("partition %d: restored at batch %d (%d queries, %d held events)", p,
+                 restored.mark.batch, len(task.texts), task.held_refs.held())
+        return task
+
+    async def revoked(self, partitions: set[int], control: bool) -> None:
+        """Forget revoked partitions: their records not acknowledged are delivered again
+        to their next owner, which restores from the table."""
+        async with self.lock:
+            for p in partitions:
+                self.tasks.pop(p, None)
+                self._unacked.pop(p, None)
+                self._marks.pop(p, None)
+                self._replay.pop(p, None)
+            if control:
+                self.control = None
+
+
+def _record(message: Any) -> Record:
+    return Record(message.topic, message.partition, message.offset, message.key,
+                  message.value, int((message.timestamp or 0) * 1000),
+                  [(k, bytes(v)) for k, v in (message.headers or ())])
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
