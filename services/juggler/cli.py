@@ -95,11 +95,10 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
 @click.option("--max-idle-ms", default=None, metavar="MS", type=click.IntRange(min=0),
               help="How long to wait for an idle stream partition (default 500).")
-@click.option("--runtime", type=click.Choice(["worker", "faust"]), default="worker",
-              show_default=True,
-              help="worker: exactly once, the contract's order (docs/worker.md); faust: a "
-                   "Faust app, at least once, a reorder buffer (docs/faust.md; needs "
-                   "`pip install juggler[faust]`).")
+@click.option("--runtime", type=click.Choice(["worker", "faust"]), default=None,
+              help="worker (default): exactly once, the contract's order (docs/worker.md); "
+                   "faust: a Faust app, at least once, a reorder buffer (docs/faust.md; "
+                   "needs `pip install juggler[faust]`) [env JUGGLER_RUNTIME].")
 @click.option("--reorder-ms", default=None, metavar="MS", type=click.IntRange(min=0),
               help="Faust runtime: how long a record waits for a silent stream (default 1000).")
 @click.option("--web-host", default=None,
@@ -120,7 +119,7 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--loglevel", default=None,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @security_options
-def worker_command(runtime: str, **options: object) -> None:
+def worker_command(**options: object) -> None:
     """Run the Kafka worker until SIGTERM/SIGINT.
 
     Settings come from JUGGLER_* environment variables (e.g. JUGGLER_WEB_PORT);
@@ -133,7 +132,7 @@ def worker_command(runtime: str, **options: object) -> None:
         settings = Settings.from_env(**options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    if runtime == "faust":
+    if settings.runtime == "faust":
         _faust_worker(options)
         return
     from juggler.logs import log_to_stderr

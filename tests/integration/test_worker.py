@@ -1,6 +1,7 @@
 """The Kafka worker against a real broker: results equal the reference evaluator's,
 registration with and without history mid-stream, deregistration, rejected commands,
-LIVE statuses, dead letters, the HTTP results cursor and the metrics.
+LIVE statuses, dead letters, the HTTP results cursor and the metrics. Every test runs
+on both runtimes: the worker and the Faust app (`juggler worker --runtime faust`).
 
 One worker subprocess serves the whole module (it is started once: joining the group
 and restoring its partitions takes seconds). Allowed lateness is 0, as by default: a
@@ -84,12 +85,13 @@ class Reference:
             self.results += self.engine.process(event)
 
 
-@pytest.fixture(scope="module")
-def setup(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=["worker", "faust"])
+def setup(request: pytest.FixtureRequest, kafka_bootstrap: str,
+          tmp_path_factory: pytest.TempPathFactory):
     app_id = unique("w")
     prefix = f"{app_id}."
     worker = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path_factory.mktemp("worker"),
-                           allowed_lateness=LATENESS, batch_max=100)
+                           allowed_lateness=LATENESS, batch_max=100, runtime=request.param)
     worker.start()
     client = Client(kafka_bootstrap, prefix)
     client.watch = worker.revive  # a worker that stopped itself (status 70) is restarted

@@ -28,7 +28,7 @@ from faust.web import Request, Response, View
 
 from juggler.faust.runtime import FaustJob
 from juggler.service.metrics import CONTENT_TYPE
-from juggler.service.results_api import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page_body
+from juggler.service.http_api import results_handler
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
 
@@ -117,13 +117,23 @@ async def stop_results_index(sender: Any, **kwargs: Any) -> None:
         job.results_store.stop()
 
 
+@app.on_rebalance_complete.connect
+async def rebalanced(sender: Any, **kwargs: Any) -> None:
+    """Faust recovered the tables of the new assignment and is about to resume the
+    streams: the tasks of the assigned partitions are restored first, so the pages see
+    their queries and the first record finds its engine."""
+    topics = {names.stream(s) for s in job.streams} | {names.fanout}
+    await job.restore({tp.partition for tp in app.consumer.assignment() if tp.topic in topics})
+    job.assigned = True
+
+
 @app.page("/health")
 class Health(View):
-    """200 once Faust has recovered the tables and is not rebalancing, 503 before."""
+    """200 once the group assigned this worker its partitions and Faust recovered the
+    tables, 503 before and during a rebalance."""
 
     async def get(self, request: Request) -> Response:
-        ready = not app.rebalancing and not app.in_recovery and app.consumer.assignment() \
-            is not None
+        ready = job.assigned and not app.rebalancing and not app.in_recovery
         return self.json({"status": "ok" if ready else "starting", "app": settings.app_id,
                           "runtime": "faust", "partitions": sorted(job.tasks)},
                          status=200 if ready else 503)
@@ -143,28 +153,12 @@ class Queries(View):
 
 @app.page("/queries/{query_id}/results")
 class Results(View):
-    """A query's results by cursor, as the worker serves them (`results_api`)."""
+    """A query's results by cursor, as the worker serves them (`http_api`)."""
+
+    handler = staticmethod(results_handler(job))
 
     async def get(self, request: Request, query_id: str) -> Response:
-        problem = names.query_id_problem(query_id)
-        if problem:
-            return self.json({"error": problem}, status=400)
-        try:
-            after = decode_cursor(request.query.get("after"))
-            limit = int(request.query.get("limit", DEFAULT_LIMIT))
-            if not 1 <= limit <= MAX_LIMIT:
-                raise ValueError
-        except BadCursor as exc:
-            return self.json({"error": str(exc)}, status=400)
-        except ValueError:
-            return self.json({"error": f"limit must be an integer from 1 to {MAX_LIMIT}"},
-                             status=400)
-        store = job.results_store
-        topic = names.results(query_id) if job.own_topic(query_id) else names.all_results
-        if store is None:
-            return self.json({"error": "the results index is starting"}, status=503)
-        results, positions = store.page(query_id, topic, after, limit)
-        return self.bytes(page_body(results, positions), content_type="application/json")
+        return await self.handler(request)
 
 
 def main() -> None:

@@ -63,6 +63,8 @@ class FaustJob(Job):
             "Results published while a partition replayed records whose results may "
             "have been published before a crash (an upper bound on repeats)",
             registry=self.metrics.registry)
+        self.assigned = False
+        """Whether the group assigned this worker its partitions (any, or none) once."""
         self.lock = asyncio.Lock()
         """Held while a batch or a command is processed and committed, and while a
         rebalance drops tasks: each task's state and its commits stay in order."""
@@ -281,6 +283,12 @@ class FaustJob(Job):
         log.info("partition %d: restored at batch %d (%d queries, %d held events)", p,
                  restored.mark.batch, len(task.texts), task.held_refs.held())
         return task
+
+    async def restore(self, partitions: set[int]) -> None:
+        """Restore the tasks of newly assigned partitions (after Faust's recovery)."""
+        async with self.lock:
+            for p in sorted(partitions - set(self.tasks)):
+                await self._restore(p)
 
     async def revoked(self, partitions: set[int], control: bool) -> None:
         """Forget revoked partitions: their records not acknowledged are delivered again

@@ -46,7 +46,7 @@ class Server:
 def serve(worker: Any, host: str, port: int, token: str | None = None) -> Server:
     """Start the HTTP server on a daemon thread; returns once it listens."""
     app = web.Application(middlewares=[bearer_token(token)] if token else [])
-    app.add_routes([web.get("/queries/{query_id}/results", _results(worker)),
+    app.add_routes([web.get("/queries/{query_id}/results", results_handler(worker)),
                     web.get("/queries", _queries(worker)),
                     web.get("/progress", _progress(worker)),
                     web.get("/health", _health(worker)),
@@ -76,7 +76,9 @@ def _locked(worker: Any, read: Any) -> Any:
         return read()
 
 
-def _results(worker: Any) -> Any:
+def results_handler(worker: Any) -> Any:
+    """`GET /queries/<id>/results`, for either runtime: it reads `names`, `own_topic`,
+    `results_store` and `restored_tasks` of `worker`, never its lock."""
     async def handler(request: web.Request) -> web.Response:
         query_id = request.match_info["query_id"]
         problem = worker.names.query_id_problem(query_id)

@@ -20,8 +20,15 @@ merged by `ts` with no event late. Short enough that a stream that falls silent 
 its partners half a second once (the wait is not repeated while it stays silent)."""
 
 
+RUNTIMES = ("worker", "faust")
+
+
 @dataclass(frozen=True)
 class Settings:
+    runtime: str = "worker"
+    """Which runtime `juggler worker` runs: `worker`, this package's own over librdkafka
+    (exactly once, DESIGN 4a's order; docs/worker.md), or `faust`, the Faust app
+    `juggler.faust.app` (at least once, a reorder buffer; docs/faust.md)."""
     bootstrap: str = "127.0.0.1:9092"
     """Kafka bootstrap servers, `host:port[,host:port]`."""
     app_id: str = "juggler"
@@ -94,6 +101,8 @@ class Settings:
         return cls(**values).checked()
 
     def checked(self) -> Settings:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}")
         if self.max_idle_ms < 0 or self.reorder_ms < 0:
             raise ValueError("max_idle_ms and reorder_ms must be >= 0")
         if self.allowed_lateness < 0 or self.retention < 0:
