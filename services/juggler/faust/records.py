@@ -43,8 +43,9 @@ from juggler.codec.avro import COMMAND_STATUS, DEAD_LETTER, RESULT, Codec as Avr
 from juggler.control import commands
 from juggler.engine import events
 
-__all__ = ["RESULT_CODEC", "DEAD_LETTER_CODEC", "COMMAND_STATUS_CODEC", "Position",
-           "Result", "DeadLetter", "CommandStatus", "RecordCodec", "Repeats"]
+__all__ = ["RESULT_CODEC", "DEAD_LETTER_CODEC", "COMMAND_STATUS_CODEC", "JugglerRecord",
+           "Position", "Result", "DeadLetter", "CommandStatus", "RecordCodec", "ResultCodec",
+           "DeadLetterCodec", "CommandStatusCodec", "Repeats"]
 
 RESULT_CODEC = "juggler.result"
 DEAD_LETTER_CODEC = "juggler.deadletter"
