@@ -123,8 +123,21 @@ async def rebalanced(sender: Any, **kwargs: Any) -> None:
     streams: the tasks of the assigned partitions are restored first, so the pages see
     their queries and the first record finds its engine."""
     topics = {names.stream(s) for s in job.streams} | {names.fanout}
-    await job.restore({tp.partition for tp in app.consumer.assignment() if tp.topic in topics})
+    inputs = [tp for tp in app.consumer.assignment() if tp.topic in topics | {names.control}]
+    job.arrived.clear()
+    await job.restore({tp.partition for tp in inputs if tp.topic in topics})
     job.assigned = True
+    app.add_future(rewind(inputs))
+
+
+async def rewind(inputs: list[Any]) -> None:
+    """Once Faust resumed the streams, seek to their start the input partitions the
+    group never committed an offset in and nothing arrived from yet
+    (`FaustJob.never_committed` says why)."""
+    await app.tables.recovery.completed.wait()
+    for tp in job.never_committed(inputs):
+        if (tp.topic, tp.partition) not in job.arrived:
+            await app.consumer.seek(tp, 0)
 
 
 @app.page("/health")
@@ -165,3 +178,5 @@ def main() -> None:
     """`juggler faust-worker`: this app's Faust worker, in this process."""
     worker = faust.Worker(app, loglevel=settings.loglevel)
     worker.execute_from_commandline()
+
+

@@ -43,6 +43,10 @@ from juggler.service.transactions import Outbox
 
 log = logging.getLogger(__name__)
 
+NEXT = b""
+"""The key, in the table of accepted queries, of the control offset decided up to (no
+query id is empty): a command Faust delivers again after a crash is not decided twice."""
+
 MAY_REPEAT_HEADER = "juggler-may-repeat"
 """On a result published while a partition replays what it may have published before
 a crash: a consumer that must see each result once drops it if it saw its identity."""
@@ -74,11 +78,32 @@ class FaustJob(Job):
         self.state: Any = None
         self.registered: Any = None
         """The Faust tables: task state per partition; the control task's accepted set."""
+        self.arrived: set[tuple[str, int]] = set()
+        """Input partitions a record arrived from since the last rebalance."""
+        self._control_next = 0
+        """The control partition's next offset to decide."""
         self._unacked: dict[int, dict[str, deque[Any]]] = {}
         self._marks: dict[int, state_table.Mark] = {}
         self._replay: dict[int, dict[str, int]] = {}
         self._epoch = 0
         self._stream_of = {self.names.stream(s): s for s in self.streams}
+
+    def never_committed(self, tps: Iterable[Any]) -> list[Any]:
+        """Of the assigned input partitions `tps` (Faust's TPs), those whose group has
+        no offset committed above 0: to be sought to their start once Faust resumed them.
+
+        Why: while Faust recovers the tables, its consumer may fetch records of stream
+        partitions it holds paused, and drops them; the seek to the committed offsets
+        that follows brings them back, except where the committed offset is none or 0,
+        which aiokafka's `seek_to_committed` skips. A backlog produced before the first
+        start then lost its first fetch until the next restart. A record that arrives
+        twice after such a seek is dropped by its offset (`stream_record`)."""
+        from juggler.kafka.offsets import group_offsets
+
+        tps = list(tps)
+        committed = group_offsets(self.admin, self.settings.app_id,
+                                  [(tp.topic, tp.partition) for tp in tps]) if tps else {}
+        return [tp for tp in tps if not committed.get((tp.topic, tp.partition))]
 
     # what tasks and the HTTP pages call -------------------------------------------------
 
@@ -103,16 +128,20 @@ class FaustJob(Job):
         """A record of a stream topic or of the fanout topic, from the agent."""
         message = event.message
         p = message.partition
+        self.arrived.add((message.topic, p))
         async with self.lock:
             task = self.tasks.get(p) or await self._restore(p)
-            mark = self._marks[p].offsets.get(message.topic)
-            if mark is not None and message.offset < mark:
-                event.ack()  # in the state already: Faust delivers it again after a crash
+            stream = self._stream_of.get(message.topic)
+            seen = task.order.barrier_position if stream is None \
+                else task.order.inputs[stream].position
+            if message.offset < (seen or 0):
+                # in the state already (Faust delivers it again after a crash), or in
+                # the order already (after `rewind`)
+                event.ack()
                 return
             record = _record(message)
             self._unacked[p].setdefault(message.topic, deque()).append(event)
             self._epoch += 1
-            stream = self._stream_of.get(message.topic)
             if stream is None:
                 task.add_barrier(record)
             else:
@@ -123,11 +152,17 @@ class FaustJob(Job):
 
     async def control_record(self, event: Any) -> None:
         """A record of the control topic, from the agent: decided at once."""
+        self.arrived.add((event.message.topic, 0))
         async with self.lock:
             if self.control is None:
                 self.control = ControlTask(self)
-                self.control.accepted = set(k.decode() for k in self.registered.data)
+                self.control.accepted = {k.decode() for k in self.registered.data if k != NEXT}
                 self.control.restored = True
+                self._control_next = int(self.registered.data.get(NEXT, b"0"))
+            if event.message.offset < self._control_next:
+                event.ack()  # decided already (after `rewind`)
+                return
+            self._control_next = event.message.offset + 1
             before = set(self.control.accepted)
             self.control.add(_record(event.message))
             outbox, counts = Outbox(), RoundCounts()
@@ -136,6 +171,7 @@ class FaustJob(Job):
             now = self.control.accepted
             changes = [(qid.encode(), b"1") for qid in sorted(now - before)]
             changes += [(qid.encode(), None) for qid in sorted(before - now)]
+            changes.append((NEXT, str(self._control_next).encode()))
             await self._write(self.registered, 0, changes)
             event.ack()
             self._done(outbox, counts)
