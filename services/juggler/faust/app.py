@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 settings = Settings.from_env()
 job = FaustJob(settings)
 names = job.names
+if job.client_config["security.protocol"] != "PLAINTEXT":
+    raise SystemExit("the Faust runtime connects with PLAINTEXT only; run `juggler worker` "
+                     "(the default runtime) against a secured cluster (docs/faust.md)")
 
 
 def _broker_settings(s: Settings) -> dict[str, Any]:
