@@ -206,9 +206,10 @@ def topics_group() -> None:
 @click.option("--specs", "specs_dir", default=None, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Topic spec directory (env JUGGLER_TOPICS; default: the repo's topics/).")
+@topic_prefix_option
 @timeout_option
 def topics_apply(bootstrap: str, partitions: int | None, specs_dir: Path | None,
-                 timeout: float) -> None:
+                 topic_prefix: str, timeout: float) -> None:
     """Create missing topics and align their configs; never deletes.
 
     Exit status 1 when a topic could not be created or altered, or has a partition
@@ -217,7 +218,8 @@ def topics_apply(bootstrap: str, partitions: int | None, specs_dir: Path | None,
     from juggler.kafka.topics import TopicsError, TopicSpecError, apply_topics
 
     try:
-        report = apply_topics(bootstrap, specs_dir, partitions, timeout=timeout)
+        report = apply_topics(bootstrap, specs_dir, partitions, timeout=timeout,
+                              prefix=topic_prefix)
     except TopicSpecError as exc:
         click.echo(f"Error: {exc}", err=True)
         raise SystemExit(BAD_INPUT) from None
