@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from juggler.faust.reorder import ReorderBuffer
 from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
+from test_arrival_order import take_all
 
 STREAMS = ["B", "H", "T"]
 
@@ -29,22 +30,12 @@ def drain_all(order: ReorderBuffer, now: float) -> list[object]:
     """Everything buffered, the clock moved on to each deadline the buffer names."""
     out: list[object] = []
     while True:
-        taken, wait = drain(order, now)
+        taken, wait = take_all(order, now)
         out += taken
         if wait.until is None:
             assert order.buffered() == 0
             return out
         now = wait.until
-
-
-def drain(order: ReorderBuffer, now: float) -> tuple[list[object], Wait]:
-    out: list[object] = []
-    while True:
-        step = order.next(now)
-        if isinstance(step, Wait):
-            return out, step
-        order.pop(step)
-        out.append(step.record.item if isinstance(step, Take) else step.barrier.item)
 
 
 @st.composite
@@ -66,7 +57,7 @@ def test_records_arriving_together_come_out_merged_by_ts(case) -> None:
         i = seen[stream]
         seen[stream] += 1
         arrive(order, stream, i, per_stream[stream][i], epoch, now=0.0)
-        taken += drain(order, now=0.5)[0]  # all arrive within reorder_ms of each other
+        taken += take_all(order, now=0.5)[0]  # all arrive within reorder_ms of each other
     taken += drain_all(order, now=0.5)  # the streams fell silent: waited for, then passed
     merged = heapq.merge(*[[(ts, rank, s, i) for i, ts in enumerate(per_stream[s])]
                            for rank, s in enumerate(STREAMS)])
@@ -78,11 +69,11 @@ def test_a_silent_stream_holds_a_record_back_reorder_ms_then_not_again() -> None
     when a record first waited for it; once passed it is not waited for at each record."""
     order = ReorderBuffer(STREAMS, reorder_ms=300)
     arrive(order, "B", 0, 10, 0, now=1.0)
-    taken, wait = drain(order, now=1.0)
+    taken, wait = take_all(order, now=1.0)
     assert taken == [] and wait.until == 1.3
-    assert drain(order, now=1.3)[0] == [("B", 0)]
+    assert take_all(order, now=1.3)[0] == [("B", 0)]
     arrive(order, "B", 1, 20, 1, now=100.0)  # H and T never spoke: dormant, not waited for
-    assert drain(order, now=100.0)[0] == [("B", 1)]
+    assert take_all(order, now=100.0)[0] == [("B", 1)]
 
 
 def test_a_later_record_with_a_smaller_ts_is_taken_where_it_arrives() -> None:
@@ -109,7 +100,7 @@ def test_a_command_applies_after_what_arrived_before_it() -> None:
 def test_an_undecodable_record_is_taken_at_once() -> None:
     order = ReorderBuffer(["B", "H"], reorder_ms=1000)
     arrive(order, "B", 0, None, 0)
-    assert drain(order, now=0.0)[0] == [("B", 0)]
+    assert take_all(order, now=0.0)[0] == [("B", 0)]
 
 
 def test_a_restored_position_is_where_commit_offsets_start() -> None:
