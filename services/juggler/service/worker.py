@@ -14,7 +14,7 @@ the engines did since the last commit is not committed, and a restart resumes fr
 Why not Faust: the contract's arrival order needs, per task, the log-end offset of each
 input partition, pausing single partitions, and offsets committed exactly where the
 order stands. Faust's consumer offers none of these, and its exactly-once path needed
-six patches of its internals that still lost records (docs/worker.md, "History").
+six patches of its internals that still lost records (docs/worker.md, "Why not Faust").
 """
 
 from __future__ import annotations
