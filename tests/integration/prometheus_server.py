@@ -9,7 +9,8 @@ TSDB directory, scraping given targets every second, and queries it over its HTT
 
 The session fixture `scraped_worker` is what the metrics and dashboard tests share: a
 real worker, driven through commands, good, bad and late events, and a Prometheus that
-scraped it all along. A test module gets it with `pytest_plugins = ["prometheus_server"]`
+scraped it all along; once on each runtime (`juggler worker` and `--runtime faust`,
+which export the same metric names from the same `WorkerMetrics`). A test module gets it with `pytest_plugins = ["prometheus_server"]`
 (a fixture imported by name would be a second fixture, started a second time).
 
 No tests here.
@@ -174,19 +175,25 @@ class ScrapedWorker:
     """Every query that was registered at some point."""
     started: float
     """Unix time before the first command."""
+    runtime: str
+    """The worker's runtime: "worker" or "faust"."""
 
 
-@pytest.fixture(scope="session")
-def scraped_worker(kafka_bootstrap: str,
+RUNTIMES = ["worker", "faust"]
+
+
+@pytest.fixture(scope="session", params=RUNTIMES)
+def scraped_worker(request: pytest.FixtureRequest, kafka_bootstrap: str,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScrapedWorker]:
     """A worker with three queries (one deregistered later, one command rejected), 600
     events over two partitions, an undecodable record and a late event, scraped every
-    second by a real Prometheus from before the first command."""
+    second by a real Prometheus from before the first command; on each runtime."""
+    runtime = request.param
     app_id = unique("m")
     prefix = f"{app_id}."
-    workdir = tmp_path_factory.mktemp("scraped")
+    workdir = tmp_path_factory.mktemp(f"scraped-{runtime}")
     worker = WorkerProcess(kafka_bootstrap, app_id, prefix, workdir,
-                           allowed_lateness=LATENESS, batch_max=100)
+                           allowed_lateness=LATENESS, batch_max=100, runtime=runtime)
     prometheus = PrometheusServer(workdir, [f"127.0.0.1:{worker.port}"])
     client = Client(kafka_bootstrap, prefix)
     client.watch = worker.revive
@@ -220,7 +227,7 @@ def scraped_worker(kafka_bootstrap: str,
         produced = Counter(e.stream for e in events)
         produced["B"] += 2  # the undecodable record and the late one
         yield ScrapedWorker(worker, client, prometheus, produced, ["q1", "q2"],
-                            ["q1", "q2", "q3"], started)
+                            ["q1", "q2", "q3"], started, runtime)
     finally:
         prometheus.stop()
         worker.stop()

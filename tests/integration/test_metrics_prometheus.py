@@ -4,6 +4,14 @@ produced, results on the results topics, queries registered, dead letters, lag).
 
 `test_worker.py::test_metrics` reads `/metrics` directly; this goes through the
 exposition format, the scrape and PromQL, as a dashboard or an alert would.
+
+Every test runs on both runtimes (`scraped_worker` is parametrized): the worker and the
+Faust app export the same names from the same `WorkerMetrics`. What only the worker's
+own loop measures (its transactions, clearance questions, commit thread, fetch and
+decode phases, and the consumer lag it reads from its librdkafka consumer) is checked
+on the worker; on the Faust runtime the same tests check what it exports instead:
+those series present and empty (`FAUST_UNOBSERVED`), no `juggler_consumer_lag`, and
+its own `juggler_results_maybe_repeated_total`.
 """
 
 from __future__ import annotations
@@ -19,6 +27,16 @@ if TYPE_CHECKING:  # imported by pytest_plugins, so that pytest rewrites its ass
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["prometheus_server"]
+
+FAUST_UNOBSERVED = ("juggler_transaction_seconds", "juggler_commit_queue_seconds",
+                    "juggler_clearance_seconds", "juggler_handover_latency_seconds")
+"""Histograms the Faust runtime exports (from the shared `WorkerMetrics`) but never
+observes: it has no transactions, no commit thread and no clearance questions (its
+reorder buffer takes what arrived), and it does not time a batch's hand-over to its
+commit (`FaustJob._commit` calls `metrics.count` only)."""
+FAUST_UNTIMED_PHASES = ("poll", "decode")
+"""Loop phases the Faust runtime never enters: Faust's consumer fetches, and its agents
+hand records to the tasks, outside the clock (only `FaustJob.pump` is timed)."""
 
 
 def test_the_worker_is_scraped(scraped_worker: ScrapedWorker) -> None:
@@ -85,6 +103,10 @@ def test_latency_histogram_counts_every_result(scraped_worker: ScrapedWorker) ->
     median = prom.scalar("histogram_quantile(0.5, sum by (le) "
                          "(juggler_processing_latency_seconds_bucket))")
     assert 0 < median < 60
+    if scraped_worker.runtime == "faust":
+        # no commit thread to hand over to: the histogram is exported, empty
+        assert prom.scalar("sum(juggler_handover_latency_seconds_count)") == 0
+        return
     # the same results timed when handed to the commit thread: each one younger then
     assert prom.scalar("sum(juggler_handover_latency_seconds_count)") == results
     assert prom.scalar("sum(juggler_handover_latency_seconds_sum)") < \
@@ -112,15 +134,18 @@ def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
         scraped_worker: ScrapedWorker) -> None:
     """Each phase of the main loop is exported; the phases that run whenever an event
     is processed took time; and together they never count more time than the
-    process has lived (a phase counted twice would)."""
+    process has lived (a phase counted twice would). On the Faust runtime the loop is
+    `FaustJob.pump`, which neither polls nor decodes (`FAUST_UNTIMED_PHASES`)."""
     from juggler.service.loop_clock import PHASES
 
     prom = scraped_worker.prometheus
     lived = _lifetime(scraped_worker.worker.proc.pid)
     phases = prom.values("juggler_loop_seconds_total", "phase")
     assert set(phases) == set(PHASES)
+    untimed = FAUST_UNTIMED_PHASES if scraped_worker.runtime == "faust" else ()
     assert all(phases[p] > 0 for p in ("poll", "decode", "order", "evaluate", "publish",
-                                       "state", "commit")), phases
+                                       "state", "commit") if p not in untimed), f"{phases}"
+    assert all(phases[p] == 0 for p in untimed), f"{phases}"
     assert sum(phases.values()) <= lived, (phases, lived)
     cpu = prom.values("juggler_loop_cpu_seconds_total", "phase")
     assert set(cpu) == set(PHASES) and cpu["evaluate"] > 0
@@ -130,6 +155,9 @@ def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
 
 def test_every_transaction_is_timed_with_its_queue(scraped_worker: ScrapedWorker) -> None:
     prom = scraped_worker.prometheus
+    if scraped_worker.runtime == "faust":
+        _faust_exports_instead_of_transactions(scraped_worker)
+        return
     transactions = prom.scalar("juggler_transaction_seconds_count")
     assert transactions > 0
     assert prom.scalar("juggler_commit_queue_seconds_count") == transactions
@@ -149,10 +177,15 @@ def test_held_events_per_stream(scraped_worker: ScrapedWorker) -> None:
 def test_consumer_lag_per_partition_is_zero_once_consumed(
         scraped_worker: ScrapedWorker) -> None:
     """One series per assigned stream partition (the fanout and control topics hold
-    commands, not events, and are not counted)."""
+    commands, not events, and are not counted). The Faust runtime has no consumer of
+    its own to read log ends from and exports no series (Faust keeps its own lag,
+    outside /metrics): there the group's committed offsets are at the log ends."""
     names = scraped_worker.client.names
     lag = {(s["metric"]["topic"], s["metric"]["partition"]): float(s["value"][1])
            for s in scraped_worker.prometheus.query("juggler_consumer_lag")}
+    if scraped_worker.runtime == "faust":
+        assert lag == {}
+        lag = _group_lag(scraped_worker)
     expected = {(names.stream(s), str(p)) for s in "BHKT" for p in (0, 1)}
     assert set(lag) == expected
     assert all(v == 0 for v in lag.values()), lag
@@ -162,6 +195,30 @@ def test_nothing_is_nan(scraped_worker: ScrapedWorker) -> None:
     nan = [s["metric"] for s in scraped_worker.prometheus.query('{__name__=~"juggler_.*"}')
            if math.isnan(float(s["value"][1]))]
     assert not nan
+
+
+def _faust_exports_instead_of_transactions(scraped_worker: ScrapedWorker) -> None:
+    """The Faust runtime publishes at least once: the worker's transaction, queue and
+    clearance histograms are exported with no observation (so dashboards and alerts
+    over them find the series), and its own counter of results published while a
+    partition replays after a crash is there, at 0 (nothing crashed)."""
+    prom = scraped_worker.prometheus
+    for histogram in FAUST_UNOBSERVED:
+        assert prom.scalar(f"{histogram}_count") == 0, histogram
+        assert prom.scalar(f'{histogram}_bucket{{le="+Inf"}}') == 0, histogram
+        assert prom.scalar(f"{histogram}_sum") == 0, histogram
+    assert prom.scalar("juggler_results_maybe_repeated_total") == 0
+
+
+def _group_lag(scraped_worker: ScrapedWorker) -> dict[tuple[str, str], float]:
+    """Per stream partition, the log end minus the group's committed offset: what
+    `juggler_consumer_lag` would say once the commits caught up (`juggler progress`)."""
+    from juggler.kafka.group_progress import progress
+
+    client = scraped_worker.client
+    return {(p.topic, str(p.partition)): float(p.lag)
+            for p in progress(client.bootstrap, scraped_worker.worker.env["JUGGLER_APP_ID"],
+                              [client.names.stream(s) for s in "BHKT"])}
 
 
 def _lifetime(pid: int) -> float:
