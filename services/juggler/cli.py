@@ -598,6 +598,12 @@ def progress_command(bootstrap: str, app_id: str, topic_prefix: str, wait: bool,
               help="Results printed per query (all are counted).")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
               help="Use this cluster instead of starting a local broker.")
+@click.option("--runtime", type=click.Choice(["worker", "faust"]), default=None,
+              expose_value=False,  # handed to juggler.demo.run.DemoOptions through its env
+              callback=lambda _ctx, _param, value: value and os.environ.__setitem__(
+                  "JUGGLER_RUNTIME", value),
+              help="The demo's worker: worker (default) or faust, the Faust app "
+                   "(docs/faust.md) [env JUGGLER_RUNTIME].")
 @security_options
 def demo_command(seconds: float, rate: float, patients: int, seed: int,
                  queries: Path | None, show: int, bootstrap: str | None) -> None:

@@ -1,8 +1,9 @@
 """The main job: broker, topics, worker, queries, producer and results, in one terminal.
 
 Everything runs for real: the broker is Apache Kafka started from the cache (unless a
-bootstrap address is given), the worker is `juggler worker` in a child process, queries
-go through the control topic, and results are read back read_committed from each
+bootstrap address is given), the worker is `juggler worker` in a child process (on the
+runtime `--runtime` picks: the worker's own loop, or the Faust app), queries go through
+the control topic, and results are read back read_committed from each
 query's results topic, exactly as a client would. Event time is wall-clock time, so
 MAXWINDOW and lateness mean what they say while the demo runs.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import sys
 import tempfile
@@ -26,6 +28,8 @@ from juggler.codec.avro import Codec
 
 EXAMPLE_QUERIES = Path(__file__).resolve().parents[3] / "examples" / "icu" / "queries.jsonl"
 APP_ID = "juggler-demo"
+RUNTIME_ENV = "JUGGLER_RUNTIME"
+"""Where `juggler demo --runtime` puts its choice (the worker reads the same variable)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,16 @@ class DemoOptions:
     show: int = 3
     """Results printed per query (the rest are counted)."""
     allowed_lateness: int = 2_000
+    runtime: str = field(default_factory=lambda: os.environ.get(RUNTIME_ENV) or "worker")
+    """The worker's runtime (`Settings.runtime`): "worker" or "faust"; by default
+    `JUGGLER_RUNTIME`'s, as for `juggler worker`, else the worker."""
+
+    def __post_init__(self) -> None:
+        from juggler.service.settings import RUNTIMES
+
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, "
+                             f"not {self.runtime!r}")
 
 
 @dataclass
@@ -86,9 +100,11 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
         worker = WorkerProcess({"bootstrap": bootstrap, "app_id": APP_ID,
                                 "web_port": free_port(), "web_host": "127.0.0.1",
                                 "allowed_lateness": options.allowed_lateness,
-                                "loglevel": "warning"}, workdir / "worker.log")
+                                "runtime": options.runtime, "loglevel": "warning"},
+                               workdir / "worker.log")
         stack.enter_context(worker)
-        say(f"worker ready at {worker.url} in {time.monotonic() - t0:.1f} s")
+        say(f"worker ({options.runtime} runtime) ready at {worker.url} in "
+            f"{time.monotonic() - t0:.1f} s")
         for query_id, text in queries:
             sub = submit(bootstrap, Command.register(query_id, text), timeout=60)
             state = sub.status.status if sub.status else "no answer"
@@ -171,7 +187,8 @@ def _wait_consumed(bootstrap: str, last: dict[tuple[str, int], int],
                    reader: ResultsReader, say: Callable[..., None],
                    timeout: float = 60.0) -> None:
     """Until the worker's group has committed past every produced event: its results
-    are then committed too (one transaction holds both)."""
+    are then committed too (the worker commits both in one transaction; the Faust
+    runtime acknowledges an input record only once the broker has its results)."""
     from juggler.kafka.group_progress import GroupProgress
 
     def waiting(behind: int) -> None:
