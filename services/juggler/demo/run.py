@@ -179,8 +179,10 @@ def _produce(bootstrap: str, options: DemoOptions, tally: Tally, reader: Results
 
 def _progress(tally: Tally, elapsed: float) -> str:
     counts = " ".join(f"{q}={n}" for q, n in sorted(tally.results.items()))
-    return (f"[{elapsed:5.1f} s] produced {tally.produced:,} events "
-            f"({tally.produced / max(elapsed, 1e-9):,.0f}/s) | results: {counts or 'none yet'}")
+    # a rate over less than a second is noise (the first line read "1 events (1e9/s)")
+    rate = f" ({tally.produced / elapsed:,.0f}/s)" if elapsed >= 1 else ""
+    return (f"[{elapsed:5.1f} s] produced {tally.produced:,} events{rate} | "
+            f"results: {counts or 'none yet'}")
 
 
 def _wait_consumed(bootstrap: str, last: dict[tuple[str, int], int],
