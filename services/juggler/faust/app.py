@@ -19,6 +19,7 @@ A Faust app and a worker must not share an app id: they would join one consumer 
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from faust.web import Request, Response, View
 from juggler.faust.runtime import FaustJob
 from juggler.service.metrics import CONTENT_TYPE
 from juggler.service.http_api import results_handler
+from juggler.service.job import FAILURE_EXIT
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
 
@@ -104,7 +106,14 @@ async def pump() -> None:
     log.info("juggler faust app %r: %d partitions, reorder %d ms, HTTP on http://%s:%d",
              settings.app_id, job.partitions, settings.reorder_ms, settings.web_host,
              settings.web_port)
-    await job.pump()
+    try:
+        await job.pump()
+    except Exception as exc:
+        # as the worker does: what was not committed is processed again after a restart
+        log.critical("the Faust runtime failed: %r; exiting with status %d", exc,
+                     FAILURE_EXIT, exc_info=True)
+        logging.shutdown()
+        os._exit(FAILURE_EXIT)
 
 
 @app.on_partitions_revoked.connect

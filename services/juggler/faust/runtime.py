@@ -31,6 +31,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from juggler.faust import state_table
+from juggler.kafka.names import QUERY_HEADER
 from juggler.faust.reorder import ReorderBuffer
 from juggler.service import held_state
 from juggler.service.control_plane import ControlTask
@@ -242,11 +243,9 @@ class FaustJob(Job):
         replay = self._replay.get(p)
         if not replay:
             return
-        results = {self.names.all_results} | {m[0] for m in outbox.messages
-                                               if m[0].startswith(self.names.results(""))}
         flagged = 0
         for i, (topic, value, key, partition, headers) in enumerate(outbox.messages):
-            if topic in results:
+            if headers and headers[0][0] == QUERY_HEADER:  # a result (`PartitionTask`)
                 outbox.messages[i] = (topic, value, key, partition,
                                       [*(headers or ()), (MAY_REPEAT_HEADER, b"1")])
                 flagged += 1

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from juggler.service.metrics import WorkerMetrics
     from juggler.service.results_store import ResultsStore
 
+FAILURE_EXIT = 70
+"""Exit status when processing fails, in either runtime: state may be ahead of what was
+committed, and a restart resumes from what was."""
 COMPILED_CACHE = 50_000
 """Compiled queries kept per process (oldest dropped first)."""
 

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from juggler.service.job import Job
+from juggler.service.job import FAILURE_EXIT, Job
 from juggler.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAILURE_EXIT = 70
-"""Exit status when processing fails: state may be ahead of what was committed."""
 REFRESH_EVERY = 0.005
 """Seconds between two questions for the same partition's log end."""
 ANSWER_POLL = 0.001
