@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 # The Juggler service image (docs/deployment.md). Two targets share one base:
-#   worker (the default, last stage): `juggler worker`, `juggler topics apply`,
-#           `juggler query ...`; what docker-compose.yml and the Helm chart run.
+#   worker (the default, last stage): `juggler worker` (on either runtime: the
+#           package's own, or `--runtime faust` / JUGGLER_RUNTIME=faust, hence the
+#           faust extra), `juggler topics apply`, `juggler query ...`; what
+#           docker-compose.yml and the Helm chart run.
 #   spark:  the same package plus a JRE, Maven and PySpark, for
 #           `juggler spark generate`. Spark's Kafka/Avro connector jars are fetched
 #           from Maven Central at build time into $JUGGLER_CACHE (what
@@ -41,7 +43,9 @@ COPY services/ services/
 COPY schemas/ schemas/
 COPY topics/ topics/
 COPY --from=native /wheels/ /tmp/wheels/
-RUN pip install /tmp/wheels/*.whl . && rm -rf build services/*.egg-info /tmp/wheels
+# With the faust extra (faust-streaming 0.15.3; it and its dependencies come as wheels
+# for CPython 3.11, so no compiler): JUGGLER_RUNTIME=faust works in every container.
+RUN pip install /tmp/wheels/*.whl ".[faust]" && rm -rf build services/*.egg-info /tmp/wheels
 
 FROM base AS spark
 RUN apt-get update \

@@ -128,11 +128,40 @@ def test_the_rust_core_is_built_in_its_own_stage_and_installed_as_a_wheel(
     assert "--out /wheels" in build
     base = [v for i, v in stages()["base"].instructions if i in ("COPY", "RUN")]
     assert "--from=native /wheels/ /tmp/wheels/" in base
-    assert any(v.startswith("pip install /tmp/wheels/*.whl .") for v in base)
+    installs = pip_installs("base")
+    assert installs and installs[0][0] == "/tmp/wheels/*.whl", installs
     for target in ("worker", "spark"):
         assert "native" not in [s.name for s in lineage(target)]
     assert not [f for f in build_context if f.startswith("services/juggler_native/target/")]
     assert "services/juggler_native/Cargo.lock" in build_context
+
+
+def pip_installs(name: str) -> list[list[str]]:
+    """The arguments of each `pip install` the RUN instructions of stage `name` (not
+    of its bases) run, as the shell splits them (quotes removed)."""
+    out = []
+    for instruction, value in stages()[name].instructions:
+        if instruction == "RUN":
+            for command in value.split("&&"):
+                words = shlex.split(command)
+                if words[:2] == ["pip", "install"]:
+                    out.append(words[2:])
+    return out
+
+
+def test_the_image_installs_the_package_with_the_faust_runtime() -> None:
+    """`JUGGLER_RUNTIME=faust` (compose, the chart's `config.runtime`) runs the Faust
+    app, which imports faust-streaming: the base of both images installs the package
+    from the build context with its `faust` extra, the extra pyproject.toml defines."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(r.startswith("faust-streaming") for r in extras["faust"])
+    packages = [arg for args in pip_installs("base") for arg in args if arg.startswith(".")]
+    assert packages == [".[faust]"], packages
+    for target in ("worker", "spark"):
+        assert "base" in [s.name for s in lineage(target)]
 
 
 def test_installed_package_finds_the_copied_schemas_and_topics() -> None:
