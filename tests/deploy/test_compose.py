@@ -79,6 +79,7 @@ def test_worker_settings(model: dict[str, Any]) -> None:
         # Settings.from_env ignores a variable it has no field for: a stale one would do nothing
         assert {k for k in env(services(model)[name]) if k.startswith("JUGGLER_")} <= settable
     assert worker.create_topics is False  # the topics service applied them
+    assert worker.runtime == "worker"
     assert services(model)["worker"]["command"] == ["worker"]
     assert services(model)["topics"]["command"] == ["topics", "apply"]
 
@@ -164,10 +165,15 @@ def test_worker_scales(model: dict[str, Any], compose: Compose) -> None:
 def test_settings_are_interpolated_from_the_environment(compose: Compose) -> None:
     svc = services(compose.model({"KAFKA_PORT": "29092", "JUGGLER_PARTITIONS": "12",
                                   "GENERATOR_COUNT": "500", "GRAFANA_PORT": "3300",
-                                  "JUGGLER_IMAGE_TAG": "v7"}))
+                                  "JUGGLER_IMAGE_TAG": "v7", "JUGGLER_RUNTIME": "faust",
+                                  "JUGGLER_REORDER_MS": "250"}))
     assert [p["published"] for p in svc["kafka"]["ports"]] == ["29092"]
     assert kafka_listeners(svc["kafka"])["HOST"] == "localhost:29092"
     assert Settings.from_env(env(svc["worker"])).partitions == 12
+    # the Faust runtime, on the same image and command (the image has the faust extra)
+    worker = Settings.from_env(env(svc["worker"]))
+    assert (worker.runtime, worker.reorder_ms) == ("faust", 250)
+    assert svc["worker"]["command"] == ["worker"]
     assert env(svc["topics"])["JUGGLER_PARTITIONS"] == "12"
     generate = svc["spark-generator"]["command"]
     assert generate[:2] == ["spark", "generate"]

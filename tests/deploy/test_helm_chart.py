@@ -24,8 +24,9 @@ CUSTOM: dict[str, Any] = {
     "kafka": {"bootstrap": "kafka-0.kafka:9092,kafka-1.kafka:9092"},
     "partitions": 12,
     "webPort": 7070,
-    "config": {"app_id": "icu", "allowed_lateness": 500, "retention": 60000,
-               "max_idle_ms": 200, "max_record_bytes": 2000000, "session_timeout": 10},
+    "config": {"runtime": "faust", "app_id": "icu", "allowed_lateness": 500,
+               "retention": 60000, "max_idle_ms": 200, "reorder_ms": 300,
+               "max_record_bytes": 2000000, "session_timeout": 10},
     "extraEnv": [{"name": "JUGGLER_BATCH_MAX", "value": "200"}],
     "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
     "metrics": {"podAnnotations": False,
@@ -97,6 +98,8 @@ def test_default_release(default: dict[str, dict[str, Any]]) -> None:
     settings = Settings.from_env(env(worker))
     assert (settings.bootstrap, settings.partitions, settings.web_port) == ("kafka:9092", 4, 6066)
     assert settings.create_topics is False  # the topic-setup job did it
+    assert env(worker)["JUGGLER_RUNTIME"] == "worker"  # said, not only defaulted
+    assert settings.runtime == "worker"
 
 
 def test_custom_values_reach_the_workers(custom: dict[str, dict[str, Any]]) -> None:
@@ -115,6 +118,9 @@ def test_custom_values_reach_the_workers(custom: dict[str, dict[str, Any]]) -> N
     assert (settings.max_idle_ms, settings.max_record_bytes) == (200, 2_000_000)
     assert settings.session_timeout == 10.0
     assert settings.batch_max == 200
+    # the Faust runtime: the same image and command (the image has the faust extra)
+    assert (settings.runtime, settings.reorder_ms) == ("faust", 300)
+    assert worker["args"] == ["worker"]
 
 
 @pytest.mark.parametrize("release", ["default", "custom"])
