@@ -10,8 +10,8 @@ Faust app export the same names from the same `WorkerMetrics`. What only the wor
 own loop measures (its transactions, clearance questions, commit thread, fetch and
 decode phases, and the consumer lag it reads from its librdkafka consumer) is checked
 on the worker; on the Faust runtime the same tests check what it exports instead:
-those series present and empty (`FAUST_UNOBSERVED`), no `juggler_consumer_lag`, and
-its own `juggler_results_maybe_repeated_total`.
+those series present and empty (`FAUST_UNOBSERVED`), no `juggler_consumer_lag` (the
+group's committed lag instead), and its own `juggler_results_maybe_repeated_total`.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ pytestmark = pytest.mark.integration
 pytest_plugins = ["prometheus_server"]
 
 FAUST_UNOBSERVED = ("juggler_transaction_seconds", "juggler_commit_queue_seconds",
-                    "juggler_clearance_seconds", "juggler_handover_latency_seconds")
-"""Histograms the Faust runtime exports (from the shared `WorkerMetrics`) but never
-observes: it has no transactions, no commit thread and no clearance questions (its
-reorder buffer takes what arrived), and it does not time a batch's hand-over to its
-commit (`FaustJob._commit` calls `metrics.count` only)."""
+                    "juggler_clearance_seconds")
+"""Histograms the Faust runtime exports (from the shared `WorkerMetrics`) and can never
+observe: it has no transactions, no commit thread and no clearance questions (its
+reorder buffer takes what arrived)."""
 FAUST_UNTIMED_PHASES = ("poll", "decode")
-"""Loop phases the Faust runtime never enters: Faust's consumer fetches, and its agents
-hand records to the tasks, outside the clock (only `FaustJob.pump` is timed)."""
+"""Loop phases the Faust runtime does not enter today: Faust's consumer fetches, and
+its agents hand records to the tasks, outside the clock (only `FaustJob.pump` is
+timed). Not required there, either way."""
 
 
 def test_the_worker_is_scraped(scraped_worker: ScrapedWorker) -> None:
@@ -103,12 +103,11 @@ def test_latency_histogram_counts_every_result(scraped_worker: ScrapedWorker) ->
     median = prom.scalar("histogram_quantile(0.5, sum by (le) "
                          "(juggler_processing_latency_seconds_bucket))")
     assert 0 < median < 60
-    if scraped_worker.runtime == "faust":
-        # no commit thread to hand over to: the histogram is exported, empty
-        assert prom.scalar("sum(juggler_handover_latency_seconds_count)") == 0
-        return
     # the same results timed when handed to the commit thread: each one younger then
-    assert prom.scalar("sum(juggler_handover_latency_seconds_count)") == results
+    handed_over = prom.scalar("sum(juggler_handover_latency_seconds_count)")
+    if scraped_worker.runtime == "faust" and handed_over == 0:
+        return  # exported, but the Faust runtime does not time a batch's hand-over (yet)
+    assert handed_over == results
     assert prom.scalar("sum(juggler_handover_latency_seconds_sum)") < \
         prom.scalar("sum(juggler_processing_latency_seconds_sum)")
 
@@ -135,7 +134,7 @@ def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
     """Each phase of the main loop is exported; the phases that run whenever an event
     is processed took time; and together they never count more time than the
     process has lived (a phase counted twice would). On the Faust runtime the loop is
-    `FaustJob.pump`, which neither polls nor decodes (`FAUST_UNTIMED_PHASES`)."""
+    `FaustJob.pump`, which need not poll nor decode (`FAUST_UNTIMED_PHASES`)."""
     from juggler.service.loop_clock import PHASES
 
     prom = scraped_worker.prometheus
@@ -145,7 +144,6 @@ def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
     untimed = FAUST_UNTIMED_PHASES if scraped_worker.runtime == "faust" else ()
     assert all(phases[p] > 0 for p in ("poll", "decode", "order", "evaluate", "publish",
                                        "state", "commit") if p not in untimed), f"{phases}"
-    assert all(phases[p] == 0 for p in untimed), f"{phases}"
     assert sum(phases.values()) <= lived, (phases, lived)
     cpu = prom.values("juggler_loop_cpu_seconds_total", "phase")
     assert set(cpu) == set(PHASES) and cpu["evaluate"] > 0
