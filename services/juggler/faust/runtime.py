@@ -126,27 +126,31 @@ class FaustJob(Job):
     # records in -------------------------------------------------------------------------
 
     async def stream_record(self, event: Any) -> None:
-        """A record of a stream topic or of the fanout topic, from the agent."""
+        """A record of a stream topic or of the fanout topic, from the agent: into its
+        task's order, without the lock (the pump takes records only in `task.run`,
+        which does not wait, so adding while a batch commits is safe, and the agent
+        need not wait for the commit)."""
         message = event.message
         p = message.partition
+        task = self.tasks.get(p)
+        if task is None:
+            return  # not this worker's (any more): Faust delivers it around a rebalance
         self.arrived.add((message.topic, p))
-        async with self.lock:
-            task = self.tasks.get(p) or await self._restore(p)
-            stream = self._stream_of.get(message.topic)
-            seen = task.order.barrier_position if stream is None \
-                else task.order.inputs[stream].position
-            if message.offset < (seen or 0):
-                # in the state already (Faust delivers it again after a crash), or in
-                # the order already (after `rewind`)
-                event.ack()
-                return
-            record = _record(message)
-            self._unacked[p].setdefault(message.topic, deque()).append(event)
-            self._epoch += 1
-            if stream is None:
-                task.add_barrier(record)
-            else:
-                task.add_many(stream, [record], self._epoch, time.monotonic())
+        stream = self._stream_of.get(message.topic)
+        seen = task.order.barrier_position if stream is None \
+            else task.order.inputs[stream].position
+        if message.offset < (seen or 0):
+            # in the state already (Faust delivers it again after a crash), or in the
+            # order already (after `rewind`)
+            event.ack()
+            return
+        record = _record(message)
+        self._unacked[p].setdefault(message.topic, deque()).append(event)
+        self._epoch += 1
+        if stream is None:
+            task.add_barrier(record)
+        else:
+            task.add_many(stream, [record], self._epoch, time.monotonic())
         self.wake.set()
         while task.order.buffered() >= self.settings.buffer_max and p in self.tasks:
             await asyncio.sleep(0.01)  # the pump is behind: hold the agent back
@@ -295,8 +299,9 @@ class FaustJob(Job):
     # partitions ---------------------------------------------------------------------------
 
     async def _restore(self, p: int) -> PartitionTask:
-        """Task p from the state table as Faust recovered it: the last marked batch's
-        state, its held events read back from the stream topics."""
+        """Task p from the state table as Faust recovered it (called once Faust's
+        recovery of the assignment is complete): the last marked batch's state, its
+        held events read back from the stream topics."""
         restored = state_table.restore(p, self.state.data)
         await self._send_table(self.state, p, restored.repairs, wait=True)
         task = PartitionTask(self, p)
