@@ -60,8 +60,8 @@ class FaustJob(Job):
         super().__init__(settings)
         self.tasks: dict[int, PartitionTask] = {}
         self.control: ControlTask | None = None
-        self.consumer = None
-        """The worker's consumer lag metric reads one; Faust exports its own lag."""
+        self.consumer: Any = None
+        """Where the consumer-lag metric reads high watermarks (set by the app)."""
         self.metrics = WorkerMetrics(self)
         self.maybe_repeated = Counter(
             "juggler_results_maybe_repeated",
@@ -225,6 +225,7 @@ class FaustJob(Job):
             await self._write(self.state, p, [(state_table.PUBLISHING.encode(),
                                                _json(offsets))])
             self._flag_repeats(p, offsets, outbox, counts)
+            self.metrics.handed_over(counts)
             await self._publish(outbox.messages)
         batch = state_table.Mark(mark.batch + 1, offsets)
         values, tombstones = state_table.batch_records(
