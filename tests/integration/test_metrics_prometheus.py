@@ -10,8 +10,10 @@ Faust app export the same names from the same `WorkerMetrics`. What only the wor
 own loop measures (its transactions, clearance questions, commit thread, fetch and
 decode phases, and the consumer lag it reads from its librdkafka consumer) is checked
 on the worker; on the Faust runtime the same tests check what it exports instead:
-those series present and empty (`FAUST_UNOBSERVED`), no `juggler_consumer_lag` (the
-group's committed lag instead), and its own `juggler_results_maybe_repeated_total`.
+those series present and empty (`FAUST_UNOBSERVED`), the group's committed lag where
+it exports no `juggler_consumer_lag`, and its own `juggler_results_maybe_repeated_total`;
+what it may or may not time (the hand-over, the poll and decode phases) is checked
+where it does.
 """
 
 from __future__ import annotations
@@ -175,14 +177,13 @@ def test_held_events_per_stream(scraped_worker: ScrapedWorker) -> None:
 def test_consumer_lag_per_partition_is_zero_once_consumed(
         scraped_worker: ScrapedWorker) -> None:
     """One series per assigned stream partition (the fanout and control topics hold
-    commands, not events, and are not counted). The Faust runtime has no consumer of
-    its own to read log ends from and exports no series (Faust keeps its own lag,
-    outside /metrics): there the group's committed offsets are at the log ends."""
+    commands, not events, and are not counted). The Faust runtime may export none (it
+    has no librdkafka consumer of its own to read log ends from): then the group's
+    lag from its committed offsets must be 0 instead."""
     names = scraped_worker.client.names
     lag = {(s["metric"]["topic"], s["metric"]["partition"]): float(s["value"][1])
            for s in scraped_worker.prometheus.query("juggler_consumer_lag")}
-    if scraped_worker.runtime == "faust":
-        assert lag == {}
+    if scraped_worker.runtime == "faust" and not lag:
         lag = _group_lag(scraped_worker)
     expected = {(names.stream(s), str(p)) for s in "BHKT" for p in (0, 1)}
     assert set(lag) == expected
