@@ -4,9 +4,9 @@ from a real Prometheus that scraped a real worker, legends name labels the serie
 have, and the data source the dashboard asks for is the one provisioning creates.
 
 The tests with a scraped worker run on both runtimes. On the Faust runtime the targets
-over what only the worker's own loop measures (`FAUST_NO_DATA`) have no data, and
-those over what it does not measure yet (`FAUST_MAY_LACK`) may have none; a test lists
-them panel by panel; every other target must answer there too.
+over what only the worker's own loop measures (`FAUST_NO_DATA`: its transactions,
+commit queue and clearance questions) have no data, and a test lists them panel by
+panel; every other target must answer there too.
 """
 
 from __future__ import annotations
@@ -58,13 +58,6 @@ FAUST_NO_DATA = {
 }
 """Metrics the Faust runtime exports empty or not at all (test_metrics_prometheus.py
 checks each), so that a panel target over one of them has no data there."""
-FAUST_MAY_LACK = {
-    "juggler_consumer_lag": "the Faust runtime has no librdkafka consumer of its own to "
-                            "read log ends from (its lag can come from Faust's consumer)",
-    "juggler_handover_latency_seconds_bucket": "exported, but the Faust runtime does not "
-                                               "time a batch's hand-over to its commit",
-}
-"""Metrics the Faust runtime could observe and does not (yet): no data is allowed."""
 
 GRAFANA_VARIABLES = {
     # what Grafana would put in for a 1 s scrape interval and the last few minutes
@@ -158,8 +151,7 @@ def test_every_panel_query_returns_data(scraped_worker: ScrapedWorker) -> None:
     """Each target as Grafana sends it: a range query over the time the worker was
     driven (an instant query for stat panels). Each must give at least one series with
     a number in it, and every label its legend names; on the Faust runtime too, but
-    the targets over `FAUST_NO_DATA`, which must have none (else the list is stale),
-    and those over `FAUST_MAY_LACK`, which may have none."""
+    the targets over `FAUST_NO_DATA`, which must have none (else the list is stale)."""
     board = dashboard()
     prom = scraped_worker.prometheus
     start, end = scraped_worker.started, time.time()
@@ -172,14 +164,11 @@ def test_every_panel_query_returns_data(scraped_worker: ScrapedWorker) -> None:
         else:
             series = prom.query_range(expr, start, end, step=1)
         numbers = [float(v) for s in series for _, v in s["values"] if not math.isnan(float(v))]
-        if scraped_worker.runtime == "faust":
-            if _mentions(expr, FAUST_NO_DATA):
-                if numbers:
-                    problems.append(f"{where}: data on the Faust runtime from {expr}, "
-                                    "which FAUST_NO_DATA says it has none of")
-                continue
-            if _mentions(expr, FAUST_MAY_LACK) and not numbers:
-                continue
+        if scraped_worker.runtime == "faust" and _mentions(expr, FAUST_NO_DATA):
+            if numbers:
+                problems.append(f"{where}: data on the Faust runtime from {expr}, which "
+                                "FAUST_NO_DATA says it has none of")
+            continue
         if not numbers:
             problems.append(f"{where}: no data from {expr}")
         for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")):
@@ -220,17 +209,14 @@ def test_per_stream_and_per_query_panels_show_every_stream_and_query(
 
 
 def test_the_faust_runtime_leaves_only_the_worker_s_own_panels_empty() -> None:
-    """Which targets have (or may have) nothing to show on the Faust runtime (checked
-    against a real one by `test_every_panel_query_returns_data[faust]`), by panel: only
-    those about the worker's own loop, the consumer lag, the hand-over percentiles and
-    the broker round trips; the latency panel's percentiles of results answer."""
+    """Which targets have nothing to show on the Faust runtime (checked against a real
+    one by `test_every_panel_query_returns_data[faust]`), by panel: only the broker
+    round trips of the worker's own loop (transaction, commit queue, clearance)."""
     empty: dict[str, list[str]] = {}
     for panel, target in targets(dashboard()):
-        if _mentions(target["expr"], {**FAUST_NO_DATA, **FAUST_MAY_LACK}):
+        if _mentions(target["expr"], FAUST_NO_DATA):
             empty.setdefault(panel["title"], []).append(target["refId"])
     assert empty == {
-        "Consumer lag": ["A"],
-        "Processing latency percentiles": ["D", "E"],
         "Broker round trips: clearance, commit queue, transaction": list("ABCDEF"),
     }
 
