@@ -254,6 +254,21 @@ def test_sasl_without_its_secret_is_refused(helm: Helm, tmp_path: Path) -> None:
     assert "kafka.sasl.existingSecret is required" in result.stderr
 
 
+@pytest.mark.parametrize("values, message", [
+    ({"config": {"runtime": "flink"}}, 'config.runtime must be worker or faust, not "flink"'),
+    ({"config": {"runtime": "faust"}, **SECURED},
+     "config.runtime faust connects with PLAINTEXT only"),
+], ids=["unknown", "faust-on-a-secured-cluster"])
+def test_a_runtime_the_workers_would_refuse_is_refused(helm: Helm, tmp_path: Path,
+                                                       values: dict[str, Any],
+                                                       message: str) -> None:
+    """Settings.checked refuses an unknown runtime and the Faust app a secured cluster,
+    at start: the chart says so at install instead of leaving pods crash-looping."""
+    result = helm.run("template", "demo", str(CHART), values=values, tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
 def test_missing_bootstrap_is_refused(helm: Helm, tmp_path: Path) -> None:
     result = helm.run("template", "demo", str(CHART), values={"kafka": {"bootstrap": ""}},
                       tmp_path=tmp_path)
