@@ -18,8 +18,10 @@ A Faust app and a worker must not share an app id: they would join one consumer 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from faust.web import Request, Response, View
 from juggler.faust.runtime import FaustJob
 from juggler.service.metrics import CONTENT_TYPE
 from juggler.service.http_api import results_handler
+from juggler.service.http_auth import bearer_token
 from juggler.service.job import FAILURE_EXIT
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
@@ -54,6 +57,11 @@ def _broker_settings(s: Settings) -> dict[str, Any]:
     return timeouts
 
 
+DATADIR = Path(tempfile.gettempdir()) / f"juggler-faust-{settings.app_id}"
+"""Faust's data directory: empty with the memory store (the tables live in memory and
+in their changelogs), and removed when the process exits."""
+atexit.register(shutil.rmtree, DATADIR, ignore_errors=True)
+
 app = faust.App(
     settings.app_id,
     broker=";".join(f"kafka://{b.strip()}" for b in settings.bootstrap.split(",")),
@@ -67,13 +75,16 @@ app = faust.App(
     web_port=settings.web_port,
     web_bind=settings.web_host,
     web_host=settings.web_host,
-    datadir=str(Path(tempfile.gettempdir()) / f"juggler-faust-{settings.app_id}"),
+    datadir=str(DATADIR),
     autodiscover=False,
     consumer_auto_offset_reset="earliest",
     producer_acks=-1,
     producer_max_request_size=max(1_048_576, settings.max_record_bytes + 65_536),
     **_broker_settings(settings),
 )
+
+if settings.web_token:
+    app.web.web_app.middlewares.append(bearer_token(settings.web_token))
 
 inputs = app.topic(*(names.stream(s) for s in job.streams), names.fanout,
                    key_serializer="raw", value_serializer="raw", partitions=job.partitions)

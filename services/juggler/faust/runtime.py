@@ -194,11 +194,13 @@ class FaustJob(Job):
                     if wait_until is not None:
                         until = wait_until if until is None else min(until, wait_until)
             timeout = None if until is None else max(0.0, until - time.monotonic())
+            self.clock.enter("poll")  # waiting for records, or for a reorder deadline
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout)
             except TimeoutError:
                 pass
             self.wake.clear()
+            self.clock.enter("other")
 
     async def _run(self, p: int, task: PartitionTask) -> float | None:
         """One batch of task p; when to run it again if it must wait for a deadline
