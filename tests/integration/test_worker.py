@@ -324,3 +324,19 @@ def _metrics(text: str) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
+
+
+@pytest.mark.parametrize("runtime", ["worker", "faust"])
+def test_the_web_token_guards_every_page_but_health_and_metrics(
+        kafka_bootstrap: str, tmp_path, runtime: str) -> None:
+    app_id = unique("tok")
+    worker = WorkerProcess(kafka_bootstrap, app_id, f"{app_id}.", tmp_path, runtime=runtime,
+                           web_token="s3cret")
+    with worker:
+        worker.token = None  # ask without it
+        assert worker.get("/queries")[0] == 401
+        assert worker.get("/queries/q1/results")[0] == 401
+        assert worker.get("/health")[0] == 200
+        assert worker.get("/metrics")[0] == 200
+        worker.token = "s3cret"
+        assert worker.get("/queries") == (200, {"queries": []})
