@@ -599,14 +599,12 @@ def progress_command(bootstrap: str, app_id: str, topic_prefix: str, wait: bool,
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
               help="Use this cluster instead of starting a local broker.")
 @click.option("--runtime", type=click.Choice(["worker", "faust"]), default=None,
-              expose_value=False,  # handed to juggler.demo.run.DemoOptions through its env
-              callback=lambda _ctx, _param, value: value and os.environ.__setitem__(
-                  "JUGGLER_RUNTIME", value),
               help="The demo's worker: worker (default) or faust, the Faust app "
                    "(docs/faust.md) [env JUGGLER_RUNTIME].")
 @security_options
 def demo_command(seconds: float, rate: float, patients: int, seed: int,
-                 queries: Path | None, show: int, bootstrap: str | None) -> None:
+                 queries: Path | None, show: int, bootstrap: str | None,
+                 runtime: str | None) -> None:
     """The whole service on this machine: a local Kafka broker, the topics, a worker,
     the ICU queries registered, simulated vitals produced in real time, and each
     query's results printed as they are committed."""
@@ -618,7 +616,8 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
                                "the demo's own local broker is PLAINTEXT")
     options = DemoOptions(seconds=seconds, rate=rate, patients=patients, seed=seed,
                           show=show, bootstrap=bootstrap,
-                          **({"queries": queries} if queries else {}))
+                          **({"queries": queries} if queries else {}),
+                          **({"runtime": runtime} if runtime else {}))
     run(options)
 
 
