@@ -1,4 +1,4 @@
-"""The Faust runtime's reorder buffer (DESIGN 4b), on `juggler.faust.reorder` alone.
+"""The Faust runtime's reorder buffer (docs/faust.md), on `juggler.faust.reorder` alone.
 
 What a user relies on: records of different topics that arrive within `reorder_ms` of
 each other come out merged by `ts` (offset order kept within a topic), exactly as

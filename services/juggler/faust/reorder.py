@@ -1,4 +1,4 @@
-"""The Faust runtime's order of taking records: a reorder buffer by `ts` (DESIGN 4b).
+"""The Faust runtime's order of taking records: a reorder buffer by `ts` (docs/faust.md).
 
 Faust hands an agent its records in fetch order and knows no partition's log end, so
 the worker's rule (never overtake a record still in the log, `ArrivalOrder`) cannot be

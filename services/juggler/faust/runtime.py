@@ -4,7 +4,7 @@ The agents (`juggler.faust.app`) hand each record to `FaustJob`: a stream or fan
 record to the task of its partition (`PartitionTask`, the worker's own, with a
 `ReorderBuffer` as its arrival order), a control record to the control task
 (`ControlTask`, the worker's own). One coroutine, `pump`, runs what the tasks may take
-and commits each task's batch in the order at-least-once needs (DESIGN 4b):
+and commits each task's batch in the order at-least-once needs (docs/faust.md):
 
 1. `<p>/w` in the state table: the input offsets the batch covers (a crash after this
    point may publish its results again; a restore counts them);
@@ -31,8 +31,9 @@ from typing import Any
 from prometheus_client import Counter
 
 from juggler.faust import state_table
-from juggler.kafka.names import QUERY_HEADER
 from juggler.faust.reorder import ReorderBuffer
+from juggler.kafka.names import QUERY_HEADER
+from juggler.kafka.offsets import group_offsets
 from juggler.service import held_state
 from juggler.service.control_plane import ControlTask
 from juggler.service.job import Job
@@ -99,8 +100,6 @@ class FaustJob(Job):
         which aiokafka's `seek_to_committed` skips. A backlog produced before the first
         start then lost its first fetch until the next restart. A record that arrives
         twice after such a seek is dropped by its offset (`stream_record`)."""
-        from juggler.kafka.offsets import group_offsets
-
         tps = list(tps)
         committed = group_offsets(self.admin, self.settings.app_id,
                                   [(tp.topic, tp.partition) for tp in tps]) if tps else {}
