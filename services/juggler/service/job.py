@@ -96,7 +96,8 @@ class Job:
         self._compiled: dict[tuple[str, str], Query] = {}
 
     def arrival_order(self) -> ArrivalOrder:
-        """A task's order of taking records: the worker's, never overtaking a record still in the log (docs/worker.md)."""
+        """A task's order of taking records: the worker's, which never overtakes a record
+        still in the log (docs/worker.md)."""
         return ArrivalOrder(self.streams, self.settings.max_idle_ms)
 
     def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
