@@ -32,13 +32,17 @@ def _assert_reference_results(client: Client, ref: Reference) -> None:
         assert actual == expected[qid], f"{qid}: {diff(expected[qid], actual)}"
 
 
-def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, tmp_path) -> None:
+@pytest.mark.parametrize("runtime", ["worker", "faust"])
+def test_two_workers_share_partitions_and_hand_them_over(kafka_bootstrap: str, tmp_path,
+                                                         runtime: str) -> None:
+    """On the Faust runtime too: a moved partition's task comes back from Faust's
+    recovery of its table, and a clean hand-over repeats nothing."""
     app_id = unique("g")
     prefix = f"{app_id}."
     first = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, allowed_lateness=LATENESS,
-                          batch_max=50)
+                          batch_max=50, runtime=runtime)
     second = WorkerProcess(kafka_bootstrap, app_id, prefix, tmp_path, allowed_lateness=LATENESS,
-                           batch_max=50)
+                           batch_max=50, runtime=runtime)
     client = Client(kafka_bootstrap, prefix)
 
     def revive() -> None:

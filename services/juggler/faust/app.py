@@ -57,9 +57,10 @@ def _broker_settings(s: Settings) -> dict[str, Any]:
     return timeouts
 
 
-DATADIR = Path(tempfile.gettempdir()) / f"juggler-faust-{settings.app_id}"
+DATADIR = Path(tempfile.gettempdir()) / f"juggler-faust-{settings.app_id}-{os.getpid()}"
 """Faust's data directory: empty with the memory store (the tables live in memory and
-in their changelogs), and removed when the process exits."""
+in their changelogs), one per process (members of one group may share a machine), and
+removed when the process exits."""
 atexit.register(shutil.rmtree, DATADIR, ignore_errors=True)
 
 app = faust.App(
