@@ -57,7 +57,10 @@ def table_key(partition: int, state_key: bytes) -> bytes:
 
 
 def envelope(batch: int, value: bytes, previous: bytes | None) -> bytes:
-    """A table value: a JSON line with the batch and the replaced value, then `value`."""
+    """A table value: a JSON line with the batch and the replaced value, then `value`.
+    What it adds stays within the producer's limit: `k/`, `q/` and `h` records are
+    small (a query's text is at most 20,000 characters), and an `r/` record, sized to
+    the limit less `RECORD_OVERHEAD_BYTES`, carries no previous value."""
     header = {"b": batch, "prev": None if previous is None else previous.decode("utf-8")}
     return json.dumps(header, separators=(",", ":")).encode() + b"\n" + value
 
@@ -90,6 +93,10 @@ def batch_records(partition: int, batch: int, puts: Iterable[tuple[bytes, bytes 
         key = table_key(partition, state_key)
         if value is None:
             tombstones.append(key)
+        elif state_key.startswith(REFS.encode()):
+            # written once under a new number, never replaced: nothing to keep, and an
+            # `r/` record is as large as the producer's limit allows
+            values.append((key, envelope(batch, value, None)))
         else:
             values.append((key, envelope(batch, value, value_of(data.get(key)))))
     values.append((table_key(partition, MARK.encode()), mark_record(mark)))
