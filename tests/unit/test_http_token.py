@@ -46,3 +46,13 @@ def test_health_and_metrics_stay_open(guarded: int) -> None:
 
 def test_no_token_means_open() -> None:
     assert get(serve(fake_worker(), "127.0.0.1", 0).port, "/queries") == 200
+
+
+def test_a_header_of_non_utf8_bytes_is_refused_not_a_server_error(guarded: int) -> None:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", guarded, timeout=10)
+    connection.putrequest("GET", "/queries")
+    connection.putheader("Authorization", b"Bearer caf\xe9")
+    connection.endheaders()
+    assert connection.getresponse().status == 401

@@ -8,7 +8,9 @@ import base64
 import json
 from typing import Any
 
-from juggler.service.results_api import decode_cursor, encode_cursor, page_body
+import pytest
+
+from juggler.service.results_api import BadCursor, decode_cursor, encode_cursor, page_body
 from juggler.service.results_store import ResultsStore
 
 SHARED, OWN = "juggler.results", "juggler.results.q1"
@@ -108,3 +110,10 @@ def test_the_indexing_process_runs_below_the_workers_priority() -> None:
         assert lowered()
     finally:
         store.stop()
+
+
+@pytest.mark.parametrize("text", ["0:9223372036854775808", "2147483648:0", "0:-1"])
+def test_a_cursor_beyond_kafka_positions_is_a_bad_cursor(text: str) -> None:
+    cursor = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    with pytest.raises(BadCursor):
+        decode_cursor(cursor)

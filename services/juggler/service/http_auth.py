@@ -28,7 +28,8 @@ def bearer_token(token: str) -> Callable[[web.Request, Handler], Awaitable[web.S
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in OPEN_PATHS:
             return await handler(request)
-        given = request.headers.get("Authorization", "").encode()
+        # aiohttp keeps a header's non-UTF-8 bytes as surrogates: encoded back as they came
+        given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
         if not hmac.compare_digest(given, expected):
             return web.json_response(
                 {"error": "this worker requires `Authorization: Bearer <token>` "

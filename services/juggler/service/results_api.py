@@ -21,6 +21,10 @@ import json
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
+MAX_PARTITION = 2**31
+MAX_OFFSET = 2**63
+"""A cursor names Kafka partitions (int32) and offsets (int64); a larger number is no
+position the index can hold (SQLite integers are 64-bit too), so it is a bad cursor."""
 
 
 class BadCursor(ValueError):
@@ -53,6 +57,6 @@ def decode_cursor(cursor: str | None) -> dict[int, int]:
             offsets[int(p)] = int(o)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise BadCursor(f"not a cursor returned by this API: {cursor[:40]!r}") from None
-    if any(p < 0 or o < 0 for p, o in offsets.items()):
+    if any(not 0 <= p < MAX_PARTITION or not 0 <= o < MAX_OFFSET for p, o in offsets.items()):
         raise BadCursor(f"not a cursor returned by this API: {cursor[:40]!r}")
     return offsets
