@@ -94,7 +94,7 @@ class ControlTask:
         problem = self.w.names.query_id_problem(qid)
         if problem is None and qid in self.accepted:
             problem = f"query {qid!r} is already registered"
-        if problem is None and not command.get("text"):
+        if problem is None and command.get("text") is None:
             problem = f"register {qid!r}: the command has no query text"
         if problem is None:
             try:
