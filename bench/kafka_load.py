@@ -233,9 +233,12 @@ def _wait_assigned(workers: list[Any], timeout: float = 120.0) -> None:
     raise RuntimeError(f"the group did not settle in {timeout:g} s")
 
 
-def _results(bootstrap: str, prefix: str) -> Counter[tuple[Any, ...]]:
+def _results(bootstrap: str, prefix: str, flagged: Counter[tuple[Any, ...]] | None = None
+             ) -> Counter[tuple[Any, ...]]:
     """Every committed result on the shared results topic, as (query, key, ts, sources
-    without the topic prefix): what a worker count must publish identically."""
+    without the topic prefix): what a worker count must publish identically. With
+    `flagged`: also counts there, by the same identity, the copies that carry the Faust
+    runtime's `juggler-may-repeat: 1` header (`bench.faust_load`'s SIGKILL run)."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -255,9 +258,13 @@ def _results(bootstrap: str, prefix: str) -> Counter[tuple[Any, ...]]:
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error() is None:
                     r = codec.decode(RESULT, msg.value())
-                    out[(r["query"], r["key"], r["ts"], tuple(sorted(
+                    identity = (r["query"], r["key"], r["ts"], tuple(sorted(
                         (s, p["topic"].removeprefix(prefix), p["partition"], p["offset"])
-                        for s, p in r["sources"].items())))] += 1
+                        for s, p in r["sources"].items())))
+                    out[identity] += 1
+                    if flagged is not None and \
+                            dict(msg.headers() or ()).get("juggler-may-repeat") == b"1":
+                        flagged[identity] += 1
     finally:
         consumer.close()
     return out
