@@ -110,3 +110,16 @@ def test_a_restored_position_is_where_commit_offsets_start() -> None:
     step = order.next(0.0)
     assert isinstance(step, Wait) and not step.refresh
     assert not isinstance(step, (Take, Apply))
+
+
+def test_a_partition_behind_its_log_end_at_assignment_is_waited_for_however_long() -> None:
+    """A restart's backlog: B's records up to its log end at assignment are in the log,
+    so H's record waits for them past `reorder_ms`, and they come first by `ts`."""
+    order = ReorderBuffer(["B", "H"], reorder_ms=100)
+    order.catch_up({"B": 3, "H": 0})  # B: two records and a transaction's marker
+    arrive(order, "H", 0, 50, 0, now=0.0)
+    taken, wait = take_all(order, now=60.0)
+    assert taken == [] and wait.until is None
+    arrive(order, "B", 0, 10, 1, now=60.0)
+    arrive(order, "B", 1, 20, 2, now=60.0)
+    assert drain_all(order, now=60.0) == [("B", 0), ("B", 1), ("H", 0)]

@@ -159,6 +159,7 @@ async def rebalanced(sender: Any, **kwargs: Any) -> None:
     """Faust recovered the tables of the new assignment and is about to resume the
     streams: the tasks of the assigned partitions are restored first, so the pages see
     their queries and the first record finds its engine."""
+    job.producer = app.producer  # the restore may write; the pump may not have started
     topics = {names.stream(s) for s in job.streams} | {names.fanout}
     inputs = [tp for tp in app.consumer.assignment() if tp.topic in topics | {names.control}]
     job.arrived.clear()

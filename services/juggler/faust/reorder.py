@@ -12,6 +12,11 @@ behind its partners is processed where it arrives, and is late if its key moved 
 
 A command (a fanout record) applies where the agent sees it: after every record that
 arrived before it, before every later one.
+
+One thing is known of the log: its end when a partition is assigned (`catch_up`). Until
+a stream partition's records up to there have arrived it is not idle, and is waited
+for as the worker waits for a partition behind its log end: a backlog, and what a
+restart must take again, are merged exactly by `ts` however late Faust fetches a topic.
 """
 
 from __future__ import annotations
@@ -33,6 +38,14 @@ class ReorderBuffer(ArrivalOrder):
         super().extend(stream, records, now)
         self.inputs[stream].position = records[-1].offset + 1
         self.cleared_epoch = self.newest_epoch
+
+    def catch_up(self, ends: dict[str, int]) -> None:
+        """Per stream, the log end when the partition was assigned. The last offset
+        below it may be a transaction's marker, which no record fills, so an input is
+        waited for up to the offset before it."""
+        for stream, end in ends.items():
+            inp = self.inputs[stream]
+            inp.end = max(inp.position or 0, end - 1)
 
     def add_barrier(self, barrier: Barrier) -> None:
         """The command applies after what arrived before it, whatever offsets the

@@ -33,7 +33,7 @@ from prometheus_client import Counter
 from juggler.faust import state_table
 from juggler.faust.reorder import ReorderBuffer
 from juggler.kafka.names import QUERY_HEADER
-from juggler.kafka.offsets import group_offsets
+from juggler.kafka.offsets import group_offsets, log_ends
 from juggler.service import held_state
 from juggler.service.control_plane import ControlTask
 from juggler.service.job import Job
@@ -316,6 +316,9 @@ class FaustJob(Job):
         for stream, inp in task.order.inputs.items():
             inp.position = inp.end = offsets.get(self.names.stream(stream), 0)
         task.order.barrier_position = offsets.get(self.names.fanout)
+        topics = {self.names.stream(s): s for s in self.streams}
+        ends = await asyncio.to_thread(log_ends, self.admin, [(t, p) for t in topics])
+        task.order.catch_up({topics[t]: end for (t, _), end in ends.items()})
         self._marks[p] = restored.mark
         self._unacked[p] = {}
         replay = {t: end for t, end in restored.publishing.items() if end > offsets.get(t, 0)}
