@@ -141,6 +141,12 @@ async def pump() -> None:
         os._exit(FAILURE_EXIT)
 
 
+@app.on_partitions_assigned.connect
+async def assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+    topics = {names.stream(s) for s in job.streams} | {names.fanout}
+    job.owned = {tp.partition for tp in assigned if tp.topic in topics}
+
+
 @app.on_partitions_revoked.connect
 async def revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
     topics = {names.stream(s) for s in job.streams} | {names.fanout}

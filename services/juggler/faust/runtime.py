@@ -80,6 +80,8 @@ class FaustJob(Job):
         self.state: Any = None
         self.registered: Any = None
         """The Faust tables: task state per partition; the control task's accepted set."""
+        self.owned: set[int] = set()
+        """Partitions the group assigned this worker (their tasks may be restoring)."""
         self.arrived: set[tuple[str, int]] = set()
         """Input partitions a record arrived from since the last rebalance."""
         self._control_next = 0
@@ -132,6 +134,11 @@ class FaustJob(Job):
         message = event.message
         p = message.partition
         task = self.tasks.get(p)
+        while task is None and p in self.owned:
+            # assigned, and its restore under way: Faust may hand over records before
+            # the rebalance's end, where the task is restored
+            await asyncio.sleep(0.01)
+            task = self.tasks.get(p)
         if task is None:
             return  # not this worker's (any more): Faust delivers it around a rebalance
         self.arrived.add((message.topic, p))
@@ -338,6 +345,7 @@ class FaustJob(Job):
     async def revoked(self, partitions: set[int], control: bool) -> None:
         """Forget revoked partitions: their records not acknowledged are delivered again
         to their next owner, which restores from the table."""
+        self.owned -= partitions
         async with self.lock:
             for p in partitions:
                 self.tasks.pop(p, None)
