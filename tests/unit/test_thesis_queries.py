@@ -1,8 +1,6 @@
 """The thesis's own queries (Figures 3.1, 3.3, 5.1, 5.8, 5.13-5.15) parse as printed.
 
-Texts are read from the thesis seed by line range when it is there (../shared/seeds from
-the repo root) and otherwise from the verbatim copies below; a test checks the two agree
-so the copies cannot drift. Three printed queries are broken in the thesis (a missing or
+Texts are the verbatim copies of `thesis_corpus`. Three printed queries are broken in the thesis (a missing or
 trailing `and`); they must fail with a precise message and parse once repaired.
 """
 
@@ -22,26 +20,14 @@ from juggler.language import (
     compile_query,
 )
 
-from thesis_corpus import CATALOG, FIG_5_1_CATALOG, OVERLAP, SEED, TEMPLATE_CATALOG, THESIS, thesis_texts  # noqa: E402
+from thesis_corpus import CATALOG, FIG_5_1_CATALOG, OVERLAP, TEMPLATE_CATALOG, thesis_texts  # noqa: E402
 
 GOOD_MAIN_CATALOG = ["fig3_3_q1", "fig3_3_q3", "fig5_8", *OVERLAP]
 
 
 @pytest.fixture(scope="module")
-def seed_lines() -> list[str] | None:
-    return SEED.read_text(encoding="utf-8").splitlines() if SEED.exists() else None
-
-
-@pytest.fixture(scope="module")
 def thesis() -> dict[str, str]:
     return thesis_texts()
-
-
-def test_embedded_copies_match_the_seed(seed_lines: list[str] | None) -> None:
-    if seed_lines is None:
-        pytest.skip("thesis seed not available; the embedded copies are used")
-    for name, (a, b, text) in THESIS.items():
-        assert "\n".join(seed_lines[a - 1 : b]) == text, name
 
 
 def _pair(kind: PredicateKind, left: str, op: Op, factor, right: str, offset=0) -> PairPredicate:

@@ -1,12 +1,10 @@
 """The thesis's printed queries, shared by the parser tests and the operator tests.
 
-Line ranges point into the thesis seed (../shared/seeds from the repo root); the
-verbatim copies are used when the seed is absent, and a test keeps the two equal.
+Each query is copied verbatim as the thesis prints it, with the lines of the thesis's
+text it was copied from (its plain-text edition, 1-based, inclusive).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from juggler.language import ColumnType
 
@@ -20,9 +18,8 @@ CATALOG = {
 TEMPLATE_CATALOG = {name: {"col1": N, "col2": N} for name in ("S1", "S2", "S3")}
 FIG_5_1_CATALOG = {name: {"col1": N, "col2": N} for name in ("A", "B")}
 
-SEED = Path(__file__).resolve().parents[2].parent / "shared" / "seeds" / "juggler-thesis-silva-2004.txt"
 
-# name: (first line, last line, text as printed) -- 1-based, inclusive line numbers in SEED.
+# name: (first line, last line, text as printed) -- the thesis text's lines.
 THESIS: dict[str, tuple[int, int, str]] = {
     "fig3_1": (378, 386, """\
 Select <v1c, v2.. vn list>
@@ -255,11 +252,8 @@ REPAIRS = {
 
 
 def thesis_texts() -> dict[str, str]:
-    """Query texts from the seed file by line range, or the embedded copies."""
-    if not SEED.exists():
-        return {name: text for name, (_, _, text) in THESIS.items()}
-    lines = SEED.read_text(encoding="utf-8").splitlines()
-    return {name: "\n".join(lines[a - 1 : b]) for name, (a, b, _) in THESIS.items()}
+    """The query texts as the thesis prints them."""
+    return {name: text for name, (_, _, text) in THESIS.items()}
 
 
 def repaired(name: str, text: str) -> str:
