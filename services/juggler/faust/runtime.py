@@ -115,14 +115,6 @@ class FaustJob(Job):
     def restored_tasks(self) -> list[PartitionTask]:
         return list(self.tasks.values())
 
-    def own_topic(self, query_id: str) -> bool:
-        return any(query_id in t.own_topic for t in self.tasks.values())
-
-    def registered_queries(self) -> list[dict[str, str]]:
-        seen: dict[str, str] = {}
-        for task in self.tasks.values():
-            seen.update(task.texts)
-        return [{"id": qid, "text": text} for qid, text in seen.items()]
 
     # records in -------------------------------------------------------------------------
 

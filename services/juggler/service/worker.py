@@ -103,15 +103,6 @@ class JugglerWorker(Job):
         """The tasks whose engines may be read (by the HTTP thread, under `lock`)."""
         return [t for t in list(self.tasks.values()) if t.restored]
 
-    def own_topic(self, query_id: str) -> bool:
-        """Whether a query registered here publishes to its own results topic."""
-        return any(query_id in t.own_topic for t in self.restored_tasks())
-
-    def registered_queries(self) -> list[dict[str, str]]:
-        seen: dict[str, str] = {}
-        for task in self.restored_tasks():
-            seen.update(task.texts)
-        return [{"id": qid, "text": text} for qid, text in seen.items()]
 
     # the loop -------------------------------------------------------------------------
 
