@@ -63,20 +63,6 @@ class TaskContext(Protocol):
 
     def own_results_topic(self, query_id: str) -> None: ...
 
-    def restored_tasks(self) -> list[Any]:
-        """The tasks whose engines may be read (by the HTTP pages and the metrics)."""
-        raise NotImplementedError
-
-    def own_topic(self, query_id: str) -> bool:
-        """Whether a query registered here publishes to its own results topic."""
-        return any(query_id in t.own_topic for t in self.restored_tasks())
-
-    def registered_queries(self) -> list[dict[str, str]]:
-        seen: dict[str, str] = {}
-        for task in self.restored_tasks():
-            seen.update(task.texts)
-        return [{"id": qid, "text": text} for qid, text in seen.items()]
-
     def stream_log_ends(self) -> dict[int, dict[str, int]]: ...
 
 
@@ -146,6 +132,20 @@ class Job:
         results index follows that topic too, so the API serves it as any other."""
         if self.results_store is not None:
             self.results_store.follow(self.names.results(query_id))
+
+    def restored_tasks(self) -> list[Any]:
+        """The tasks whose engines may be read (by the HTTP pages and the metrics)."""
+        raise NotImplementedError
+
+    def own_topic(self, query_id: str) -> bool:
+        """Whether a query registered here publishes to its own results topic."""
+        return any(query_id in t.own_topic for t in self.restored_tasks())
+
+    def registered_queries(self) -> list[dict[str, str]]:
+        seen: dict[str, str] = {}
+        for task in self.restored_tasks():
+            seen.update(task.texts)
+        return [{"id": qid, "text": text} for qid, text in seen.items()]
 
     def stream_log_ends(self) -> dict[int, dict[str, int]]:
         """Per partition, each stream partition's log end now (a barrier)."""
