@@ -35,7 +35,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -204,13 +205,14 @@ def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
             "results": _results(bootstrap, prefix)}
 
 
-def timed_backlog(bootstrap: str, worker: Any, prefix: str, group: str, events: list[Any]
-                  ) -> tuple[float, float, dict[str, Any]]:
+def timed_backlog(bootstrap: str, worker: Any, prefix: str, group: str, events: list[Any],
+                  where: list[Any] | None = None) -> tuple[float, float, dict[str, Any]]:
     """`events` as a backlog (`_produce`) through `worker` of consumer group `group`:
     when it became readable (`perf_counter`), the seconds from then to the group's
     commit covering its last event, and the worker's profile over them
-    (`worker_profile`), read once its counters count every event."""
-    positions, t0 = _produce(bootstrap, prefix, events)
+    (`worker_profile`), read once its counters count every event. `where`: as
+    `_produce`'s."""
+    positions, t0 = _produce(bootstrap, prefix, events, where)
     before = worker_profile.snapshot(worker)  # the backlog is readable from t0
     _wait_committed(bootstrap, group, positions)
     elapsed = time.perf_counter() - t0
@@ -239,35 +241,48 @@ def _results(bootstrap: str, prefix: str, flagged: Counter[tuple[Any, ...]] | No
     without the topic prefix): what a worker count must publish identically. With
     `flagged`: also counts there, by the same identity, the copies that carry the Faust
     runtime's `juggler-may-repeat: 1` header (`bench.faust_load`'s SIGKILL run)."""
+    from juggler.codec.avro import RESULT, Codec
+
+    codec = Codec()
+    out: Counter[tuple[Any, ...]] = Counter()
+    for msg in committed_records(bootstrap, f"{prefix}juggler.results"):
+        r = codec.decode(RESULT, msg.value())
+        identity = (r["query"], r["key"], r["ts"], tuple(sorted(
+            (s, p["topic"].removeprefix(prefix), p["partition"], p["offset"])
+            for s, p in r["sources"].items())))
+        out[identity] += 1
+        if flagged is not None and dict(msg.headers() or ()).get("juggler-may-repeat") == b"1":
+            flagged[identity] += 1
+    return out
+
+
+def committed_records(bootstrap: str, topic: str, partitions: int = PARTITIONS
+                      ) -> Iterator[Any]:
+    """Every committed record of `topic` up to its log ends as of now (read_committed).
+    An empty partition gives a consumer no position to compare, so it is not read; nor,
+    after 5 s with nothing, one that ends in records of an aborted transaction."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from juggler.codec.avro import RESULT, Codec
     from juggler.kafka.offsets import log_ends
 
-    topic, codec = f"{prefix}juggler.results", Codec()
-    ends = log_ends(AdminClient(client_config(bootstrap)), [(topic, p) for p in range(PARTITIONS)])
+    ends = log_ends(AdminClient(client_config(bootstrap)), [(topic, p) for p in range(partitions)])
+    parts = [p for p in range(partitions) if ends[(topic, p)] > 0]
     consumer = Consumer(client_config(bootstrap, **{
         "group.id": f"results-{time.time()}", "isolation.level": "read_committed",
         "enable.auto.commit": False, "log_level": 0}))
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    out: Counter[tuple[Any, ...]] = Counter()
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    quiet = 0
     try:
-        while any(tp.offset < ends[(topic, tp.partition)] for tp in consumer.position(
-                [TopicPartition(topic, p) for p in range(PARTITIONS)])):
-            for msg in consumer.consume(1000, timeout=1.0):
+        while quiet < 5 and any(tp.offset < ends[(topic, tp.partition)] for tp in
+                                consumer.position([TopicPartition(topic, p) for p in parts])):
+            messages = consumer.consume(1000, timeout=1.0)
+            quiet = 0 if messages else quiet + 1
+            for msg in messages:
                 if msg.error() is None:
-                    r = codec.decode(RESULT, msg.value())
-                    identity = (r["query"], r["key"], r["ts"], tuple(sorted(
-                        (s, p["topic"].removeprefix(prefix), p["partition"], p["offset"])
-                        for s, p in r["sources"].items())))
-                    out[identity] += 1
-                    if flagged is not None and \
-                            dict(msg.headers() or ()).get("juggler-may-repeat") == b"1":
-                        flagged[identity] += 1
+                    yield msg
     finally:
         consumer.close()
-    return out
 
 
 def ceiling(bootstrap: str, prefix: str, count: int, streams: Iterable[str] = ("B", "H", "T"),
@@ -336,11 +351,15 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
 
 def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
                     queries: list[tuple[str, str]], rate: float,
-                    seconds: float, committed: str | None = None) -> dict[str, Any]:
+                    seconds: float, committed: str | None = None,
+                    results: tuple[str, Callable[[bytes], list[tuple[str, int, int]]]]
+                    | None = None) -> dict[str, Any]:
     """Produce at `rate` events/s for `seconds`; time each result from the produce call
     of its newest source event to its arrival at a read_committed client. With
     `committed` (the worker's group): also the rate the worker kept up, the events its
-    group had committed when the producer finished over the time the producer ran."""
+    group had committed when the producer finished over the time the producer ran.
+    `results`: another application's results topic and how to read a result's source
+    positions from its value (default: the worker's, Avro `juggler.Result`)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from juggler.codec.avro import Codec
@@ -354,7 +373,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     consumer = Consumer(client_config(bootstrap, **{
         "group.id": f"latency-{time.time()}", "isolation.level": "read_committed",
         "enable.auto.commit": False, "log_level": 0}))
-    results_topics = [f"{prefix}juggler.results"]  # shared by every query
+    results_topics = [results[0] if results else f"{prefix}juggler.results"]  # all queries
     ends = {}
     for topic in results_topics:
         for p in range(PARTITIONS):
@@ -411,10 +430,12 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     stop.set()
     reader.join(5)
     consumer.close()
+    def sources(value: bytes) -> list[tuple[str, int, int]]:
+        return [(s["topic"], s["partition"], s["offset"])
+                for s in codec.decode("juggler.Result", value)["sources"].values()]
+
     for arrived, value in received:
-        result = codec.decode("juggler.Result", value)
-        starts = [produced_at.get((s["topic"], s["partition"], s["offset"]))
-                  for s in result["sources"].values()]
+        starts = [produced_at.get(s) for s in (results[1] if results else sources)(value)]
         if starts and None not in starts:
             latencies.append(arrived - max(starts))
     ordered = sorted(latencies)
@@ -553,10 +574,11 @@ def _wait_registered(worker: Any, count: int, timeout: float = 120.0) -> None:
     raise RuntimeError(f"the worker did not register {count} queries in {timeout:g} s")
 
 
-def _produce(bootstrap: str, prefix: str, events: list[Any]
+def _produce(bootstrap: str, prefix: str, events: list[Any], where: list[Any] | None = None
              ) -> tuple[dict[tuple[str, int], int], float]:
     """Every event in one transaction: the last offset per topic partition, and the
-    `perf_counter` time when the transaction committed.
+    `perf_counter` time when the transaction committed. With `where` (a list as long
+    as `events`): each event's (topic, partition, offset) is put at its index.
 
     Why one transaction: BENCHMARKS.md's K times a backlog "produced to the broker
     beforehand", and the worker reads read_committed, so the whole backlog becomes
@@ -570,11 +592,59 @@ def _produce(bootstrap: str, prefix: str, events: list[Any]
                              **{"transactional.id": f"bench-{prefix}-{time.time()}"})
     producer.producer.init_transactions(30)
     producer.producer.begin_transaction()
-    for event in events:
-        producer.send(event.stream, event.key, event.ts, event.data)
+    for i, event in enumerate(events):
+        producer.send(event.stream, event.key, event.ts, event.data,
+                      None if where is None else partial(where.__setitem__, i))
     producer.flush()
     producer.producer.commit_transaction(60)
     return producer.last_offsets, time.perf_counter()
+
+
+def produce_per_stream(bootstrap: str, prefix: str, events: list[Any]) -> list[Any]:
+    """`events` from one producer per stream, all at once: each producer (a thread with
+    a librdkafka producer of its own, connected beforehand) writes its stream's events
+    in their order as fast as it can, so each topic fills in its own burst and the
+    streams' event times run ahead of one another as the producers' speeds differ.
+    Not transactional: what each one sends is readable as it arrives, as from
+    independent devices. Each event's (topic, partition, offset), by index."""
+    from juggler.kafka.producer import EventProducer
+
+    streams = sorted({e.stream for e in events})
+    where: list[Any] = [None] * len(events)
+    producers = {s: EventProducer(bootstrap, prefix=prefix) for s in streams}
+    for stream, producer in producers.items():  # metadata and connections first
+        producer.producer.list_topics(producer.topic(stream), timeout=30)
+    start = threading.Barrier(len(streams))
+    failed: list[BaseException] = []
+
+    def run(stream: str) -> None:
+        try:
+            producer = producers[stream]
+            start.wait(60)
+            for i, event in enumerate(events):
+                if event.stream == stream:
+                    producer.send(stream, event.key, event.ts, event.data,
+                                  partial(where.__setitem__, i))
+            producer.flush()
+        except BaseException as exc:  # re-raised below, on the caller's thread
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in streams]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failed:
+        raise failed[0]
+    return where
+
+
+def last_offsets(where: Iterable[tuple[str, int, int]]) -> dict[tuple[str, int], int]:
+    """The last offset per (topic, partition) among positions."""
+    last: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in where:
+        last[(topic, partition)] = max(offset, last.get((topic, partition), -1))
+    return last
 
 
 def _wait_committed(bootstrap: str, group: str, last: dict[tuple[str, int], int],
