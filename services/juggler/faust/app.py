@@ -93,16 +93,7 @@ control = app.topic(names.control, key_serializer="raw", value_serializer="raw",
                     partitions=1)
 
 
-class _Watermarks:
-    """What the worker's consumer-lag metric asks of its consumer (`juggler_consumer_lag`),
-    answered from the high watermarks Faust's consumer last fetched."""
-
-    def get_watermark_offsets(self, tp: Any, cached: bool = True) -> tuple[int, int]:
-        high = app.consumer.highwater(TP(tp.topic, tp.partition))
-        return -1, -1 if high is None else high
-
-
-job.consumer = _Watermarks()
+job.highwater = lambda topic, partition: app.consumer.highwater(TP(topic, partition))
 job.state = app.Table("state", partitions=job.partitions, key_type=bytes, value_type=bytes)
 job.registered = app.Table("registered", partitions=1, key_type=bytes, value_type=bytes)
 

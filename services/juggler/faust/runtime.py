@@ -25,7 +25,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import Counter
@@ -61,8 +61,9 @@ class FaustJob(Job):
         super().__init__(settings)
         self.tasks: dict[int, PartitionTask] = {}
         self.control: ControlTask | None = None
-        self.consumer: Any = None
-        """Where the consumer-lag metric reads high watermarks (set by the app)."""
+        self.highwater: Callable[[str, int], int | None] = lambda topic, partition: None
+        """A stream partition's high watermark as Faust's consumer last fetched it (set
+        by the app)."""
         self.metrics = WorkerMetrics(self)
         self.maybe_repeated = Counter(
             "juggler_results_maybe_repeated",
@@ -115,6 +116,8 @@ class FaustJob(Job):
     def restored_tasks(self) -> list[PartitionTask]:
         return list(self.tasks.values())
 
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        return self.highwater(topic, partition)
 
     # records in -------------------------------------------------------------------------
 

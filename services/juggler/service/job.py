@@ -11,6 +11,7 @@ reaches into a runtime.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from juggler.codec.avro import RESULT, Codec
@@ -18,7 +19,7 @@ from juggler.codec.bounded import encode_result_bounded, result_budget
 from juggler.kafka.client_config import client_config
 from juggler.language import compile_query
 from juggler.language.model import Query
-from juggler.service.arrival import ArrivalOrder
+from juggler.service.arrival import ArrivalOrder, IdleEstimate
 from juggler.service.deadletters import DeadLetters
 from juggler.service.loop_clock import LoopClock
 from juggler.service.settings import Settings
@@ -91,6 +92,9 @@ class Job:
         self.result_budget = result_budget(self.codec, self.max_record_bytes)
         """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
         self.clock = LoopClock()
+        self.wall_offset = time.time() - time.monotonic()
+        """Epoch seconds minus `time.monotonic()`, once: the arrival orders compare
+        event times with the wall clock on a clock NTP does not step."""
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
         self._compiled: dict[tuple[str, str], Query] = {}
@@ -98,7 +102,10 @@ class Job:
     def arrival_order(self) -> ArrivalOrder:
         """A task's order of taking records: the worker's, which never overtakes a record
         still in the log (docs/worker.md)."""
-        return ArrivalOrder(self.streams, self.settings.max_idle_ms)
+        settings = self.settings
+        estimate = IdleEstimate(settings.idle_margin_ms, settings.allowed_lateness,
+                                self.wall_offset) if settings.idle_estimate else None
+        return ArrivalOrder(self.streams, settings.max_idle_ms, estimate)
 
     def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
         return encode_result_bounded(self.codec, record, topic=topic, key=key,
@@ -135,6 +142,13 @@ class Job:
 
     def restored_tasks(self) -> list[Any]:
         """The tasks whose engines may be read (by the HTTP pages and the metrics)."""
+        raise NotImplementedError
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        """An assigned partition's log end as the consumer last learned it, or None.
+        Read by the metrics from the HTTP thread, so it must not call the consumer:
+        confluent-kafka serialises the calls on one consumer, and a call from another
+        thread waits until the loop's poll returns (up to its whole timeout)."""
         raise NotImplementedError
 
     def own_topic(self, query_id: str) -> bool:

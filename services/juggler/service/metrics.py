@@ -310,21 +310,16 @@ class _ConsumerLagCollector:
         return []
 
     def collect(self) -> Iterable[Any]:
-        from confluent_kafka import TopicPartition
-
         g = GaugeMetricFamily("juggler_consumer_lag",
                               "Records not yet processed, per assigned stream partition",
                               labels=["topic", "partition"])
         w = self.worker
-        consumer = getattr(w, "consumer", None)
         for task in w.restored_tasks():
             p = task.partition
             for stream, inp in task.order.inputs.items():
                 topic = w.names.stream(stream)
                 offset = inp.next_offset()
-                if consumer is None or offset is None:
-                    continue
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
-                if high >= 0:
+                high = w.high_watermark(topic, p)
+                if offset is not None and high is not None and high >= 0:
                     g.add_metric([topic, str(p)], max(0, high - offset))
         yield g

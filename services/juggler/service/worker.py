@@ -29,6 +29,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
 from juggler.service.job import FAILURE_EXIT, Job
 from juggler.service.settings import Settings
 
@@ -43,6 +45,9 @@ ANSWER_POLL = 0.001
 """The poll's timeout while a clearance is under way: nothing wakes the consumer's poll
 when the answer arrives, and the records waiting for it should not wait for the next
 fetch too."""
+HIGHS_EVERY = 1.0
+"""Seconds between two copies of the consumer's high watermarks for the lag metric,
+which Prometheus scrapes every few seconds at most."""
 FETCH_WAIT_MS = 5
 FETCH_MIN_BYTES = 65_536
 """The consumer's fetch requests: the broker answers once it holds this many bytes for
@@ -95,6 +100,8 @@ class JugglerWorker(Job):
         dropped (`_take_answer`), and the group metadata is asked again."""
         self._group_meta: tuple[int, Any] | None = None
         self._paused: set[tuple[str, int]] = set()
+        self._highs: dict[tuple[str, int], int] = {}
+        self._highs_at = float("-inf")
         self.stream_of_topic = {self.names.stream(s): s for s in self.streams}
 
     # what the HTTP port and the metrics read ------------------------------------------
@@ -103,6 +110,8 @@ class JugglerWorker(Job):
         """The tasks whose engines may be read (by the HTTP thread, under `lock`)."""
         return [t for t in list(self.tasks.values()) if t.restored]
 
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        return self._highs.get((topic, partition))
 
     # the loop -------------------------------------------------------------------------
 
@@ -140,7 +149,6 @@ class JugglerWorker(Job):
         log.info("worker stopped")
 
     def _loop(self) -> None:
-        from confluent_kafka import Consumer
 
         from juggler.service.clearance import ClearanceAsker
         from juggler.service.transactions import Transactions
@@ -176,6 +184,7 @@ class JugglerWorker(Job):
                 clock.enter("poll")
                 messages = self._fetch(timeout)
                 self._epoch += 1
+                self._note_high_watermarks()
                 if messages:
                     self.metrics.batches.observe(len(messages))
                 elif timeout > 0 and not self.clearance.busy:
@@ -208,6 +217,18 @@ class JugglerWorker(Job):
         if first is None:
             return []
         return [first, *self.consumer.consume(self.settings.batch_max - 1, timeout=0)]
+
+    def _note_high_watermarks(self) -> None:
+        """Copy the consumer's cached high watermarks of the owned stream partitions
+        for `high_watermark`, from the loop's own thread, at most every
+        `HIGHS_EVERY` seconds (a dictionary lookup per partition)."""
+        now = time.monotonic()
+        if now - self._highs_at < HIGHS_EVERY:
+            return
+        self._highs_at = now
+        self._highs = {(topic, p): self.consumer.get_watermark_offsets(
+                           TopicPartition(topic, p), cached=True)[1]
+                       for topic in self.stream_of_topic for p in list(self.tasks)}
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         from juggler.service.control_plane import ControlTask
@@ -269,7 +290,6 @@ class JugglerWorker(Job):
         one group per (topic, partition), in the batch's order (Kafka's offset order
         within a partition, though partitions may interleave), so a task decodes and
         orders each group in one call rather than one call per record."""
-        from confluent_kafka import KafkaError
 
         from juggler.service.task import Record
 
@@ -372,7 +392,6 @@ class JugglerWorker(Job):
 
     def _update_positions(self) -> None:
         """Each input's position (next offset to deliver, past transaction markers)."""
-        from confluent_kafka import TopicPartition
 
         tps = [TopicPartition(self.names.stream(s), p) for p in self.tasks for s in self.streams]
         tps += [TopicPartition(self.names.fanout, p) for p in self.tasks]
@@ -487,7 +506,6 @@ class JugglerWorker(Job):
 
     def _flow_control(self) -> None:
         """Pause a stream partition whose buffer is full, resume it once half empty."""
-        from confluent_kafka import TopicPartition
 
         limit = self.settings.buffer_max
         pause, resume = [], []
@@ -514,10 +532,11 @@ class JugglerWorker(Job):
         for task in sorted(self.restored_tasks(), key=lambda t: t.partition):
             p = task.partition
             inputs = {}
+            delays = task.order.delays_ms()
             for stream, inp in task.order.inputs.items():
                 inputs[self.names.stream(stream)] = {
                     "processed": inp.next_offset(), "log_end": inp.end,
-                    "buffered": len(inp.buffer)}
+                    "buffered": len(inp.buffer), "delay_ms": delays[stream]}
             parts[str(p)] = {"restored": True, "inputs": inputs,
                              "pending_commands": len(task.order.barriers)}
         return {"partitions": parts, "restoring": sorted(set(self.tasks) - {int(p) for p in parts}),
