@@ -94,7 +94,13 @@ def eval_command(queries: Path, events: Path, out: Path, allowed_lateness: int,
 @click.option("--retention", default=None, metavar="MS", type=click.IntRange(min=0))
 @click.option("--order", default=None, type=click.Choice(ORDERS, case_sensitive=False))
 @click.option("--max-idle-ms", default=None, metavar="MS", type=click.IntRange(min=0),
-              help="How long to wait for an idle stream partition (default 500).")
+              help="The longest wait for an idle stream partition (default 500).")
+@click.option("--idle-estimate/--no-idle-estimate", default=None,
+              help="Wait for an idle stream partition only while its measured delay says "
+                   "it could still deliver an earlier event (default on; off: always "
+                   "--max-idle-ms).")
+@click.option("--idle-margin-ms", default=None, metavar="MS", type=click.IntRange(min=0),
+              help="Added to a partition's largest recent delay (default 20).")
 @click.option("--runtime", type=click.Choice(["worker", "faust"]), default=None,
               help="worker (default): exactly once, the contract's order (docs/worker.md); "
                    "faust: a Faust app, at least once, a reorder buffer (docs/faust.md; "

@@ -25,7 +25,8 @@ CUSTOM: dict[str, Any] = {
     "partitions": 12,
     "webPort": 7070,
     "config": {"runtime": "faust", "app_id": "icu", "allowed_lateness": 500,
-               "retention": 60000, "max_idle_ms": 200, "reorder_ms": 300,
+               "retention": 60000, "max_idle_ms": 200, "idle_estimate": False,
+               "idle_margin_ms": 35, "reorder_ms": 300,
                "max_record_bytes": 2000000, "session_timeout": 10},
     "extraEnv": [{"name": "JUGGLER_BATCH_MAX", "value": "200"}],
     "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
@@ -116,6 +117,7 @@ def test_custom_values_reach_the_workers(custom: dict[str, dict[str, Any]]) -> N
     assert settings.app_id == "icu"
     assert (settings.allowed_lateness, settings.retention) == (500, 60000)
     assert (settings.max_idle_ms, settings.max_record_bytes) == (200, 2_000_000)
+    assert (settings.idle_estimate, settings.idle_margin_ms) == (False, 35)
     assert settings.session_timeout == 10.0
     assert settings.batch_max == 200
     # the Faust runtime: the same image and command (the image has the faust extra)

@@ -600,8 +600,8 @@ def orders(draw: st.DrawFn) -> ArrivalOrder:
     """Any state the worker may leave an order in: records of random ts (some that do
     not decode) and epochs (some not cleared); inputs with records, idle (deadline
     passed or not, end asked before or after it, in an epoch before or after the
-    records'), blocked (records not fetched, position or end unknown) or anything;
-    barriers below, among or above the buffered records."""
+    records', an estimated delay or none), blocked (records not fetched, position or
+    end unknown) or anything; barriers below, among or above the buffered records."""
     streams = STREAMS[:draw(st.integers(2, 4))]
     order = ArrivalOrder(streams, draw(st.sampled_from([0, 0, 500, 2000])))
     order.cleared_epoch = 5
@@ -636,6 +636,9 @@ def orders(draw: st.DrawFn) -> ArrivalOrder:
             inp.end_epoch = draw(st.sampled_from([-1, *EPOCHS]))
         inp.idle_deadline = draw(st.sampled_from([None, *TIMES[1:]]))
         inp.last_record_at = draw(st.sampled_from([-100.0, 0.0]))
+        # an estimated delay: a head of ts t (0-4 ms) passes it, idle, at t/1000 +
+        # pass_after, before, around or after `now` and the ends asked
+        inp.pass_after = draw(st.sampled_from([None, None, -1.0, 1.998, 1.9985, 2.0, 2.5]))
     for k in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
         offsets = {s: draw(st.integers(0, pasts[s] + 1)) for s in streams
                    if draw(st.sampled_from([True, True, True, False]))}

@@ -24,6 +24,11 @@ def test_settings_from_env_and_overrides() -> None:
     assert s.max_idle_ms == 500 and Settings.from_env({"JUGGLER_MAX_IDLE_MS": "0"}).max_idle_ms == 0
     with pytest.raises(ValueError, match="max_idle_ms"):
         Settings.from_env({}, max_idle_ms=-1)
+    assert (s.idle_estimate, s.idle_margin_ms) == (True, 20)
+    off = Settings.from_env({"JUGGLER_IDLE_ESTIMATE": "false", "JUGGLER_IDLE_MARGIN_MS": "5"})
+    assert (off.idle_estimate, off.idle_margin_ms) == (False, 5)
+    with pytest.raises(ValueError, match="idle_margin_ms"):
+        Settings.from_env({}, idle_margin_ms=-1)
     with pytest.raises(ValueError, match="order"):
         Settings.from_env({"JUGGLER_ORDER": "AAA"})
 

@@ -16,6 +16,19 @@ Before taking a record past an idle partition, that partition's log end must hav
 asked after the deadline and after the record was fetched: a record already in the log
 when the taken one arrived is never overtaken, however long the partition was idle.
 
+With an `IdleEstimate` the deadline comes sooner for a partition whose producer is
+live: the wait is for records that could still come with an earlier `ts` than the one
+waiting, and a partition whose records have been fetched at most D after their `ts`
+(D: the largest such delay in the last minute, plus a margin) cannot deliver one once
+its log end, asked at wall-clock time e, shows nothing new and e - D >= that `ts`
+(minus `allowed_lateness`, which accepts what comes that much behind): whatever it gets
+later is appended after e, so its `ts` is above e - D. The deadline for a head of `ts`
+t is therefore the earlier of the `max_idle_ms` one and t + D - L on the wall clock,
+and the log end must be asked after it as before. Only the producer's side has to stay
+within D: a record the worker is slow to fetch is in the log, and the log-end rule
+waits for it. A partition without an estimate (never spoke, or silent for a minute) and
+one replaying old events (D above the cap) are waited for `max_idle_ms`.
+
 Commands are barriers: a barrier carries, per stream, the log-end offset the stream's
 partition had when the command was accepted. Records below it are taken before the
 command, the others after (each side by `ts`).
@@ -37,6 +50,29 @@ DORMANT_AFTER = 60.0
 """Seconds after its last record when an idle partition stops being waited for anew at
 each burst: one producer writing several topics sends each topic's records in its own
 batches, so a burst after a pause may reach one topic a moment before another."""
+DELAY_BUCKET = 10.0
+DELAY_BUCKETS = 6
+"""A partition's delay is the largest in the last `DELAY_BUCKETS` buckets of
+`DELAY_BUCKET` seconds (a minute): long enough to include a producer's periodic hiccups
+(a GC pause, a batch sent late), short enough that the delays of a backlog read after a
+restart stop holding its partners to `max_idle_ms` within a minute of catching up."""
+DELAY_SAMPLES = 3
+"""Fetches within the window before a partition's delay is trusted: one record's delay
+says little about the next."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdleEstimate:
+    """How an idle partition's deadline follows from its measured delay (see the
+    module's docstring)."""
+
+    margin_ms: int
+    """Added to the largest delay seen: what a producer may lag beyond it."""
+    lateness_ms: int = 0
+    """The engine's `allowed_lateness`: an event that far behind is accepted anyway."""
+    wall_offset: float = 0.0
+    """Wall-clock (epoch) seconds minus the `now` clock the order is driven with, fixed
+    when the order is made so that the wall clock stepping (NTP) moves no deadline."""
 
 
 @dataclass(slots=True)
@@ -77,6 +113,14 @@ class Input:
     arrived after it)."""
     idle_deadline: float | None = None
     last_record_at: float = float("-inf")
+    delays: deque[list[float]] = field(default_factory=deque)
+    """Per `DELAY_BUCKET` with a fetch: [bucket, largest delay (s), fetches]."""
+    delay: float | None = None
+    """The largest delay (wall clock at fetch minus `ts`, seconds) in the window, or
+    None while fewer than `DELAY_SAMPLES` fetches are in it."""
+    pass_after: float | None = None
+    """With `delay`: a head of `ts` t may go past this partition, idle, at
+    `t / 1000 + pass_after` on the `now` clock (the estimate's deadline)."""
 
     def next_offset(self) -> int | None:
         """The offset of the next record to take: everything below it is processed."""
@@ -108,9 +152,13 @@ Step = Take | Apply | Wait
 
 
 class ArrivalOrder:
-    def __init__(self, streams: list[str], max_idle_ms: int) -> None:
+    def __init__(self, streams: list[str], max_idle_ms: int,
+                 estimate: IdleEstimate | None = None) -> None:
         self.inputs = {s: Input(s, rank) for rank, s in enumerate(streams)}
         self.max_idle = max_idle_ms / 1000.0
+        self.estimate = estimate
+        self.now = 0.0
+        """The `now` of the last `next`, which `take_run` goes on with."""
         self.barriers: deque[Barrier] = deque()
         self.barrier_position: int | None = None
         """The fanout partition's next offset to deliver (past markers)."""
@@ -129,6 +177,34 @@ class ArrivalOrder:
             self.newest_epoch = records[-1].epoch
         inp.idle_deadline = None
         inp.last_record_at = now
+        if self.estimate is not None:
+            self._sample(inp, records, now)
+
+    def _sample(self, inp: Input, records: list[Pending], now: float) -> None:
+        """The group's delay: how far the wall clock at its fetch is past its smallest
+        `ts` (the first to be in the log, for a producer in order)."""
+        first = min((r.ts for r in records if r.ts is not None), default=None)
+        if first is None:
+            return
+        estimate = self.estimate
+        delay = now + estimate.wall_offset - first / 1000
+        bucket = now // DELAY_BUCKET
+        delays = inp.delays
+        if delays and delays[-1][0] == bucket:
+            last = delays[-1]
+            if delay > last[1]:
+                last[1] = delay
+            last[2] += 1
+        else:
+            delays.append([bucket, delay, 1])
+            while delays[0][0] <= bucket - DELAY_BUCKETS:
+                delays.popleft()
+        if sum(b[2] for b in delays) < DELAY_SAMPLES:
+            inp.delay = inp.pass_after = None
+            return
+        inp.delay = max(b[1] for b in delays)
+        inp.pass_after = (inp.delay + (estimate.margin_ms - estimate.lateness_ms) / 1000
+                          - estimate.wall_offset)
 
     def add_barrier(self, barrier: Barrier) -> None:
         self.barriers.append(barrier)
@@ -137,6 +213,7 @@ class ArrivalOrder:
         return sum(len(i.buffer) for i in self.inputs.values())
 
     def next(self, now: float) -> Step:
+        self.now = now
         barrier = self.barriers[0] if self.barriers else None
         best: Input | None = None
         waiting = blocked = False
@@ -188,7 +265,12 @@ class ArrivalOrder:
                     inp.idle_deadline = None
             return Wait()
         until = None
+        head_ts = best.buffer[0].ts
         for inp, deadline in deadlines:
+            if inp.pass_after is not None:  # a live producer: only while it may lag
+                soon = head_ts / 1000 + inp.pass_after
+                if soon < deadline:
+                    deadline = soon
             if now < deadline:
                 until = deadline if until is None else min(until, deadline)
             elif inp.end_at < deadline or inp.end_epoch < best.buffer[0].epoch:
@@ -221,8 +303,11 @@ class ArrivalOrder:
           blocks, no other input has an undecodable head, every idle input has its
           deadline set and passed and its end asked after it) and h is cleared
           (epoch <= cleared_epoch), comes before every other candidate head by
-          (ts, rank), and no idle input's end was asked in an epoch before h's
-          (`end_epoch < h.epoch` would make `next` ask it again).
+          (ts, rank), no idle input's end was asked in an epoch before h's
+          (`end_epoch < h.epoch` would make `next` ask it again), and every idle input
+          that the first head passed by its estimate's deadline only (not by its
+          `max_idle_ms` one) is passed by h's too: that deadline grows with the head's
+          `ts`, so a later head may have to wait.
         A run stops when the buffer empties: the input may then be idle or block."""
         inp = step.input
         buffer = inp.buffer
@@ -234,9 +319,10 @@ class ArrivalOrder:
         stop = barrier.offsets.get(inp.stream) if barrier is not None else None
         decoded = first.ts is not None
         max_epoch = self.cleared_epoch
+        now = self.now
         # what the other inputs say, the same for every head of the run (`_others`):
         # looked at once, when a second decoded head may follow
-        others: tuple[int | None, int, int] | None = None
+        others: tuple[int | None, int, int, list[Input]] | None = None
         while True:
             head = buffer[0]
             if stop is not None and head.offset >= stop:
@@ -254,20 +340,26 @@ class ArrivalOrder:
                         break
                 elif others[0] is not None and (ts, inp.rank) > (others[0], others[1]):
                     break
+                if others[3] and not _passes(others[3], ts, now):
+                    break
             run.append(buffer.popleft())
             if not buffer or len(run) >= limit:
                 break
         return run
 
     def _others(self, inp: Input, barrier: Barrier | None, ts: int, max_epoch: int
-                ) -> tuple[int | None, int, int] | None:
+                ) -> tuple[int | None, int, int, list[Input]] | None:
         """For `take_run`, past its first record: None if another input's head comes
         before a head of `inp` at `ts`; else the best other candidate head's (ts, rank)
-        (ts None if there is none) and `max_epoch` lowered to the oldest epoch an idle
-        input's end was asked in (a later head has `next` ask it again). `next` went
-        past every other head, so each one below its barrier is decoded and cleared."""
+        (ts None if there is none), `max_epoch` lowered to the oldest epoch an idle
+        input's end was asked in (a later head has `next` ask it again), and the idle
+        inputs not past their `max_idle_ms` deadline (with their end asked after it):
+        each head must pass their estimate's (`_passes`). `next` went past every other
+        head, so each one below its barrier is decoded and cleared."""
         best_ts: int | None = None
         best_rank = 0
+        now = self.now
+        estimated: list[Input] = []
         for o in self.inputs.values():
             if o is inp:
                 continue
@@ -282,9 +374,19 @@ class ArrivalOrder:
                 if best_ts is None or key < (best_ts, best_rank):
                     best_ts, best_rank = key
             elif (o_stop is None and o.position is not None and o.end is not None
-                  and o.position >= o.end and o.end_epoch < max_epoch):
-                max_epoch = o.end_epoch
-        return best_ts, best_rank, max_epoch
+                  and o.position >= o.end):
+                if o.end_epoch < max_epoch:
+                    max_epoch = o.end_epoch
+                deadline = o.idle_deadline
+                if o.pass_after is not None and (
+                        deadline is None or now < deadline or o.end_at < deadline):
+                    estimated.append(o)
+        return best_ts, best_rank, max_epoch, estimated
+
+    def delays_ms(self) -> dict[str, float | None]:
+        """Stream -> its partition's estimated delay in ms (None: not estimated)."""
+        return {s: None if i.delay is None else round(i.delay * 1000, 1)
+                for s, i in self.inputs.items()}
 
     def commit_offsets(self) -> dict[str, int]:
         """Stream -> the offset to commit: the next record to take (all below it are
@@ -298,3 +400,15 @@ class ArrivalOrder:
 
     def barrier_commit_offset(self) -> int | None:
         return self.barriers[0].offset if self.barriers else self.barrier_position
+
+
+def _passes(idle: list[Input], ts: int, now: float) -> bool:
+    """Whether a head of `ts` may go past each of these idle inputs at `now`: the same
+    test as `ArrivalOrder.next`'s, by the earlier of the two deadlines."""
+    for o in idle:
+        deadline = ts / 1000 + o.pass_after  # type: ignore[operator]
+        if o.idle_deadline is not None and o.idle_deadline < deadline:
+            deadline = o.idle_deadline
+        if now < deadline or o.end_at < deadline:
+            return False
+    return True

@@ -11,13 +11,21 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MAX_IDLE_MS = 500
-"""How long a task waits for an idle stream partition before going on without it.
+"""The longest a task waits for an idle stream partition before going on without it,
+and the wait for a partition whose delay is not estimated (`idle_estimate` off, a
+partition that never spoke or was silent for a minute, one replaying old events).
 
 Long enough to cover what separates records produced at about the same moment on
 different topics (producer linger, one fetch round trip, a scheduling hiccup on a busy
 machine): a producer per stream, or one producer writing several streams, is then
 merged by `ts` with no event late. Short enough that a stream that falls silent costs
 its partners half a second once (the wait is not repeated while it stays silent)."""
+DEFAULT_IDLE_MARGIN_MS = 20
+"""Added to a live partition's largest delay of the last minute (`arrival.IdleEstimate`):
+what its producer may lag beyond it before its next event could be late. The delays
+measured already include the worker's own fetch (up to `FETCH_WAIT_MS` and a poll),
+which the producer's side never needs, so the margin is on top of that slack.
+docs/benchmarks.md, "Latency defaults", has what it costs and buys."""
 
 
 RUNTIMES = ("worker", "faust")
@@ -46,7 +54,14 @@ class Settings:
     retention: int = 0
     order: str = "adaptive"
     max_idle_ms: int = DEFAULT_MAX_IDLE_MS
-    """See `DEFAULT_MAX_IDLE_MS` and DESIGN section 4a."""
+    """See `DEFAULT_MAX_IDLE_MS` and docs/worker.md, "Arrival order"."""
+    idle_estimate: bool = True
+    """Wait for an idle stream partition only while it could still deliver an earlier
+    event, judged by how far its records trail the wall clock when fetched
+    (`arrival.IdleEstimate`), never longer than `max_idle_ms`. Off: always
+    `max_idle_ms` (Kafka Streams' `max.task.idle.ms`). The worker runtime only."""
+    idle_margin_ms: int = DEFAULT_IDLE_MARGIN_MS
+    """See `DEFAULT_IDLE_MARGIN_MS`."""
     reorder_ms: int = 1000
     """The Faust runtime's reorder buffer (`juggler.faust.reorder`, DESIGN 4b): how long
     a record waits for the records of another stream partition that is silent. The
@@ -103,8 +118,8 @@ class Settings:
     def checked(self) -> Settings:
         if self.runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}")
-        if self.max_idle_ms < 0 or self.reorder_ms < 0:
-            raise ValueError("max_idle_ms and reorder_ms must be >= 0")
+        if self.max_idle_ms < 0 or self.reorder_ms < 0 or self.idle_margin_ms < 0:
+            raise ValueError("max_idle_ms, idle_margin_ms and reorder_ms must be >= 0")
         if self.allowed_lateness < 0 or self.retention < 0:
             raise ValueError("allowed_lateness and retention must be >= 0")
         if self.partitions is not None and self.partitions < 1:
@@ -117,7 +132,8 @@ class Settings:
 
 
 _INTS = {"partitions", "allowed_lateness", "retention", "web_port", "batch_max",
-         "replication_factor", "max_idle_ms", "reorder_ms", "buffer_max", "max_record_bytes"}
+         "replication_factor", "max_idle_ms", "idle_margin_ms", "reorder_ms", "buffer_max",
+         "max_record_bytes"}
 _PATHS = {"schemas_dir"}
 
 
@@ -128,6 +144,6 @@ def _convert(name: str, raw: str) -> Any:
         return Path(raw)
     if name in ("session_timeout", "results_trim_interval"):
         return float(raw)
-    if name == "create_topics":
+    if name in ("create_topics", "idle_estimate"):
         return raw.strip().lower() not in ("0", "false", "no", "off")
     return raw
