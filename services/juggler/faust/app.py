@@ -31,9 +31,9 @@ from faust.types import TP
 from faust.web import Request, Response, View
 
 from juggler.faust.runtime import FaustJob
-from juggler.service.metrics import CONTENT_TYPE
-from juggler.service.http_api import results_handler
+from juggler.service.http_api import json_errors, results_handler
 from juggler.service.http_auth import bearer_token
+from juggler.service.metrics import CONTENT_TYPE
 from juggler.service.job import FAILURE_EXIT
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
@@ -84,6 +84,7 @@ app = faust.App(
     **_broker_settings(settings),
 )
 
+app.web.web_app.middlewares.append(json_errors)
 if settings.web_token:
     app.web.web_app.middlewares.append(bearer_token(settings.web_token))
 

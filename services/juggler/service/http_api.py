@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from juggler.service.http_auth import bearer_token
+from juggler.service.http_auth import Handler, bearer_token
 from juggler.service.results_api import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -45,7 +45,7 @@ class Server:
 
 def serve(worker: Any, host: str, port: int, token: str | None = None) -> Server:
     """Start the HTTP server on a daemon thread; returns once it listens."""
-    app = web.Application(middlewares=[bearer_token(token)] if token else [])
+    app = web.Application(middlewares=[json_errors, *([bearer_token(token)] if token else [])])
     app.add_routes([web.get("/queries/{query_id}/results", results_handler(worker)),
                     web.get("/queries", _queries(worker)),
                     web.get("/progress", _progress(worker)),
@@ -69,6 +69,20 @@ def serve(worker: Any, host: str, port: int, token: str | None = None) -> Server
     if not started.wait(30):
         raise RuntimeError(f"the HTTP server did not start on {host}:{port}")
     return Server(bound[0], thread)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own answers (no such page, a method other than GET) as the JSON error
+    every other page gives, so a client reads one shape of error from this port."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return web.json_response({"error": exc.reason}, status=exc.status,
+                                 headers={k: v for k, v in exc.headers.items()
+                                          if k in ("Allow",)})
 
 
 def _locked(worker: Any, read: Any) -> Any:
