@@ -33,10 +33,11 @@ class Context:
         return {p: {} for p in range(self.partitions)}
 
 
-def decide(command: dict) -> dict:
+def decide(command: dict, key: bytes | None = None) -> dict:
+    """The status of `command`, sent keyed by its id unless `key` says otherwise."""
     context = Context()
     task = ControlTask(context)  # type: ignore[arg-type]
-    task.add(Record("juggler.control", 0, 5, command["id"].encode(),
+    task.add(Record("juggler.control", 0, 5, command["id"].encode() if key is None else key,
                     context.codec.encode(COMMAND, command), 0))
     outbox = Outbox()
     task.run(outbox, RoundCounts())
@@ -59,3 +60,16 @@ def test_a_good_query_is_accepted() -> None:
     status = decide({"action": "REGISTER", "id": "q", "text": "SELECT * FROM B",
                      "history": False})
     assert status["status"] == "ACCEPTED" and status["command_offset"] == 5
+
+
+def test_a_command_keyed_by_another_id_is_rejected() -> None:
+    status = decide({"action": "REGISTER", "id": "q", "text": "SELECT * FROM B",
+                     "history": False}, key=b"other")
+    assert status["status"] == "REJECTED"
+    assert "key ('other') is not its query id 'q'" in status["message"]
+
+
+def test_a_command_whose_key_is_not_utf8_is_rejected() -> None:
+    status = decide({"action": "DEREGISTER", "id": "q", "text": None, "history": False},
+                    key=b"q\xff")
+    assert status["status"] == "REJECTED" and "is not its query id" in status["message"]

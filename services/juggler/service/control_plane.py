@@ -66,7 +66,7 @@ class ControlTask:
             command = self._decode(record, outbox, counts)
             if command is None:
                 continue
-            problem = self._problem(command)
+            problem = _key_problem(record.key, command["id"]) or self._problem(command)
             if problem is None:
                 if barriers is None:
                     barriers = w.stream_log_ends()
@@ -132,3 +132,14 @@ class ControlTask:
         outbox.then(w.metrics.commands.labels(action, verdict).inc)
         log.log(logging.INFO if problem else logging.DEBUG, "control offset %d: %s %r %s%s",
                 record.offset, action, qid[:100], verdict, f" ({problem})" if problem else "")
+
+
+def _key_problem(key: bytes | None, qid: str) -> str | None:
+    """Why a command's Kafka key does not fit it, if it does not: the control topic is
+    compacted by key, so a command keyed otherwise than by its query id would survive
+    or be removed with another query's records (`juggler query list` would show the
+    wrong text, or lose this one's)."""
+    if key == qid.encode():
+        return None
+    shown = "none" if key is None else repr(key.decode("utf-8", "backslashreplace")[:100])
+    return f"the command's key ({shown}) is not its query id {qid[:100]!r}: commands are keyed by query id"
