@@ -92,9 +92,6 @@ class Job:
         self.result_budget = result_budget(self.codec, self.max_record_bytes)
         """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
         self.clock = LoopClock()
-        self.wall_offset = time.time() - time.monotonic()
-        """Epoch seconds minus `time.monotonic()`, once: the arrival orders compare
-        event times with the wall clock on a clock NTP does not step."""
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
         self._compiled: dict[tuple[str, str], Query] = {}
@@ -103,8 +100,11 @@ class Job:
         """A task's order of taking records: the worker's, which never overtakes a record
         still in the log (docs/worker.md)."""
         settings = self.settings
+        # the wall clock read once, as an offset to the loop's monotonic clock: the
+        # order compares event times with it, and NTP stepping it moves no deadline
         estimate = IdleEstimate(settings.idle_margin_ms, settings.allowed_lateness,
-                                self.wall_offset) if settings.idle_estimate else None
+                                time.time() - time.monotonic()) \
+            if settings.idle_estimate else None
         return ArrivalOrder(self.streams, settings.max_idle_ms, estimate)
 
     def encode_result(self, record: dict[str, Any], *, topic: str, key: bytes) -> tuple[bytes, bool]:
