@@ -353,13 +353,17 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
                     queries: list[tuple[str, str]], rate: float,
                     seconds: float, committed: str | None = None,
                     results: tuple[str, Callable[[bytes], list[tuple[str, int, int]]]]
-                    | None = None) -> dict[str, Any]:
+                    | None = None, sender: Any = None) -> dict[str, Any]:
     """Produce at `rate` events/s for `seconds`; time each result from the produce call
     of its newest source event to its arrival at a read_committed client. With
     `committed` (the worker's group): also the rate the worker kept up, the events its
     group had committed when the producer finished over the time the producer ran.
     `results`: another application's results topic and how to read a result's source
-    positions from its value (default: the worker's, Avro `juggler.Result`)."""
+    positions from its value (default: the worker's, Avro `juggler.Result`).
+    `sender`: what produces the events instead of one `EventProducer` at linger 0
+    (anything with its `send`, `flush`, `last_offsets` and `producer.poll`:
+    `bench.latency_defaults` sends from a producer per stream, each with its own
+    linger and clock)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from juggler.codec.avro import Codec
@@ -397,7 +401,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    producer = EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 0})
+    producer = sender or EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 0})
     t0 = time.perf_counter()
     count = 0
     for i, event in enumerate(events):
@@ -601,41 +605,26 @@ def _produce(bootstrap: str, prefix: str, events: list[Any], where: list[Any] | 
 
 
 def produce_per_stream(bootstrap: str, prefix: str, events: list[Any]) -> list[Any]:
-    """`events` from one producer per stream, all at once: each producer (a thread with
-    a librdkafka producer of its own, connected beforehand) writes its stream's events
-    in their order as fast as it can, so each topic fills in its own burst and the
-    streams' event times run ahead of one another as the producers' speeds differ.
-    Not transactional: what each one sends is readable as it arrives, as from
-    independent devices. Each event's (topic, partition, offset), by index."""
+    """`events` from one producer per stream, each topic in its own burst: the first
+    stream's producer writes all of that stream's events (in their order) in one
+    transaction and commits, then the next stream's, and so on. Each burst becomes
+    readable at once, a moment after the one before: a topic's whole backlog is there
+    while the next topic's is not yet, as when devices upload their logs one after
+    another. Each event's (topic, partition, offset), by index."""
     from juggler.kafka.producer import EventProducer
 
-    streams = sorted({e.stream for e in events})
     where: list[Any] = [None] * len(events)
-    producers = {s: EventProducer(bootstrap, prefix=prefix) for s in streams}
-    for stream, producer in producers.items():  # metadata and connections first
-        producer.producer.list_topics(producer.topic(stream), timeout=30)
-    start = threading.Barrier(len(streams))
-    failed: list[BaseException] = []
-
-    def run(stream: str) -> None:
-        try:
-            producer = producers[stream]
-            start.wait(60)
-            for i, event in enumerate(events):
-                if event.stream == stream:
-                    producer.send(stream, event.key, event.ts, event.data,
-                                  partial(where.__setitem__, i))
-            producer.flush()
-        except BaseException as exc:  # re-raised below, on the caller's thread
-            failed.append(exc)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in streams]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if failed:
-        raise failed[0]
+    for stream in sorted({e.stream for e in events}):
+        producer = EventProducer(bootstrap, prefix=prefix, **{
+            "transactional.id": f"bench-{prefix}{stream}-{time.time()}"})
+        producer.producer.init_transactions(30)
+        producer.producer.begin_transaction()
+        for i, event in enumerate(events):
+            if event.stream == stream:
+                producer.send(stream, event.key, event.ts, event.data,
+                              partial(where.__setitem__, i))
+        producer.flush()
+        producer.producer.commit_transaction(60)
     return where
 
 

@@ -721,6 +721,8 @@ def main(argv: list[str] | None = None) -> int:
             peers = parse_peers(args.peers)
         except argparse.ArgumentTypeError as e:
             parser.error(str(e))
+        if "kstreams" in peers:
+            parser.error("kstreams runs on K through a broker: python -m bench.peers --peers kstreams")
     plan = QUICK if args.quick else FULL
     if args.repeats is not None:
         if args.repeats < 1:

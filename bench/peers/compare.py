@@ -64,7 +64,7 @@ def run(peers: list[str], workloads: set[str], plan: PeerPlan, log: Callable[[st
         jobs = []
         for name, sizes, count in (("S", plan.s_sizes, plan.s_events),
                                    ("J", plan.j_sizes, plan.j_events)):
-            takers = [p for p in peers if name in PEERS[p][1]]
+            takers = [p for p in peers if p in PEERS and name in PEERS[p][1]]
             if name not in workloads or not takers:
                 continue
             params: dict = {"n": 1} if name == "S" else {"n": 1, "overlap": plan.j_overlap}

@@ -35,7 +35,7 @@ POM = HERE / "kstreams-pom.xml"
 
 def libs() -> Path:
     """Kafka Streams' and Avro's jars with their dependencies, fetched on first use."""
-    return maven.fetch(POM, maven.cache_root() / f"kstreams-{VERSION}-avro-{AVRO}",
+    return maven.fetch(POM, maven.cache_root() / f"kstreams-{VERSION}-avro-{AVRO}-1",
                        {"kstreams.version": VERSION, "avro.version": AVRO},
                        expect="kafka-streams-*.jar", what=f"Kafka Streams {VERSION}")
 
@@ -74,8 +74,8 @@ class KStreamsApp:
                     "max.task.idle.ms": max_task_idle_ms,
                     "schemas": default_schemas_dir(), "state.dir": work / f"{app_id}-state"}
         self.config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        self.cmd = ["java", "-cp", f"{libs()}/*{os.pathsep}{classes}", "KStreamsPeer",
-                    str(self.config)]
+        self.cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                    "-cp", f"{libs()}/*{os.pathsep}{classes}", "KStreamsPeer", str(self.config)]
         self.log = work / f"{app_id}.log"
         self.proc: subprocess.Popen[str] | None = None
         self.startup: float | None = None
