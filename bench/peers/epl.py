@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from bench.peers.predicates import Dialect, attribute, pair
-from juggler.language import TIMESTAMP, AttributePredicate, ColumnRef, PredicateKind, Query
+from bench.peers.predicates import Dialect, pair, split
+from juggler.language import TIMESTAMP, ColumnRef, Query
 
 KEY = "__key"
 POSITION = "__pos"
@@ -58,15 +58,8 @@ def statement(query: Query) -> str:
     """The EPL statement of `query`, named by its id."""
     aliases = {stream: f"s{i}" for i, stream in enumerate(query.streams)}
     plain, qualified = _dialect(None), _dialect(aliases)
-    filters: dict[str, list[str]] = {s: [] for s in query.streams}
-    where: list[str] = []
-    for p in query.predicates:
-        if isinstance(p, AttributePredicate):
-            filters[p.column.stream].append(attribute(p, plain))
-        elif p.kind is PredicateKind.SELF:
-            filters[p.left.stream].append(pair(p, plain))
-        else:
-            where.append(pair(p, qualified))
+    filters, others = split(query, plain)
+    where = [pair(p, qualified) for p in others]
     joined = len(query.streams) > 1
     sources = []
     for stream in query.streams:

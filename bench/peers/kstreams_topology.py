@@ -46,8 +46,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterable
 
-from bench.peers.predicates import Dialect, attribute, pair
-from juggler.language import TIMESTAMP, AttributePredicate, ColumnRef, PredicateKind, Query
+from bench.peers.predicates import Dialect, pair, split
+from juggler.language import TIMESTAMP, AttributePredicate, ColumnRef, Query
 
 CLASS = "Queries"
 
@@ -133,15 +133,7 @@ def _method(index: int, query: Query, order: tuple[str, ...],
              f"    static void q{index}(Map<String, KStream<String, Ev>> src, String results) {{"]
     single = _dialect(columns, lambda stream: "e")
     in_row = _dialect(columns, lambda stream: f"r.e[{slot[stream]}]")
-    filters: dict[str, list[str]] = {s: [] for s in query.streams}
-    joined: list[Any] = []
-    for p in query.predicates:
-        if isinstance(p, AttributePredicate):
-            filters[p.column.stream].append(attribute(p, single))
-        elif p.kind is PredicateKind.SELF:
-            filters[p.left.stream].append(pair(p, single))
-        else:
-            joined.append(p)
+    filters, joined = split(query, single)
     for i, stream in enumerate(order):
         source = f"src.get({_java_string(stream)})"
         if filters[stream]:

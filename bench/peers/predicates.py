@@ -25,7 +25,8 @@ from fractions import Fraction
 from typing import Callable
 
 from juggler.engine.exact import lower_threshold, to_float, upper_threshold
-from juggler.language import TIMESTAMP, AttributePredicate, ColumnRef, Op, PairPredicate
+from juggler.language import (TIMESTAMP, AttributePredicate, ColumnRef, Op, PairPredicate,
+                               PredicateKind, Query)
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,19 @@ def _integer_difference(left: str, right: str, op: Op, offset: Fraction,
         return f"{left} {_op(op, dialect)} {right}"
     sign = "+" if bound > 0 else "-"
     return f"{left} {_op(op, dialect)} {right} {sign} {abs(bound)}"
+
+
+def split(query: Query, dialect: Dialect) -> tuple[dict[str, list[str]], list[PairPredicate]]:
+    """A query's predicates that one event decides (attribute and same-stream ones), as
+    expressions by stream, where a peer filters a stream before any join; and the
+    others (join and window predicates), for the peer to place."""
+    filters: dict[str, list[str]] = {s: [] for s in query.streams}
+    others: list[PairPredicate] = []
+    for p in query.predicates:
+        if isinstance(p, AttributePredicate):
+            filters[p.column.stream].append(attribute(p, dialect))
+        elif p.kind is PredicateKind.SELF:
+            filters[p.left.stream].append(pair(p, dialect))
+        else:
+            others.append(p)
+    return filters, others
