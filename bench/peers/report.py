@@ -109,7 +109,10 @@ def section(rows: list[dict], info: dict, command: str) -> str:
         "there on first use. The Flink peer installs the `peers` extra of `pyproject.toml` "
         "(`apache-flink==2.3.0`, about 850 MB with its JVM jars) into a virtual environment "
         "of its own, `~/.cache/juggler/pyflink/venv`, on first use. The command exits 1 if "
-        "a peer's results differ from Juggler's or a peer fails.", "",
+        "a peer's results differ from Juggler's or a peer fails. Kafka Streams, the peer "
+        "a Kafka user would run instead of the service, runs on workload K through a "
+        "broker (`python -m bench.peers --peers kstreams`): section \"Peers: Kafka "
+        "Streams on workload K\" below.", "",
         f"`{command}` on {info['date']}: {info['nproc']} CPUs (`nproc`), {info['cpu']}, "
         f"commit `{info['commit']}` ({info['tree']}), load average {info['load']} at start "
         f"(shared machine). {repeats} repeat(s), each measurement in a fresh process; "
