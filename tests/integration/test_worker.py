@@ -317,6 +317,21 @@ def test_metrics(setup, scenario) -> None:
     assert metric["juggler_processing_latency_seconds_count"] > 0
 
 
+def test_a_tombstone_stops_nothing_and_query_list_keeps_the_text(setup, scenario) -> None:
+    """Runs after the tests that count dead letters and metrics (module order)."""
+    from juggler.control.client import REGISTERED, read_control
+
+    worker, client, app_id = setup
+    tombstone = client.send_raw(client.names.control, b"q2", None)
+    client.wait_consumed(app_id, [client.names.control])
+    letter, = [d for d in client.dead_letters()
+               if (d["topic"], d["partition"], d["offset"]) == tombstone]
+    assert letter["kind"] == "bad_command" and "DEREGISTER" in letter["reason"]
+    assert "q2" in [q["id"] for q in worker.get("/queries")[1]["queries"]]
+    q2 = read_control(client.bootstrap, prefix=client.names.prefix).queries["q2"]
+    assert q2.state == REGISTERED and q2.command.text == Q2
+
+
 def _metrics(text: str) -> dict[str, float]:
     out = {}
     for line in text.splitlines():

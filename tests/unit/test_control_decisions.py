@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, Counter
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
+from juggler.kafka.names import REWRITTEN_HEADER
 from juggler.service.control_plane import ControlTask
 from juggler.service.job import Job
 from juggler.service.task import Record, RoundCounts
@@ -29,8 +30,17 @@ class Context:
         self.metrics = SimpleNamespace(commands=Counter("c", "c", ["action", "status"],
                                                         registry=CollectorRegistry()))
 
+        self.control_log: dict[int, bytes] = {}
+        self.dead: list[tuple[int, str]] = []
+        self.dead_letters = SimpleNamespace(
+            send=lambda outbox, counts, record, kind, reason: self.dead.append(
+                (record.offset, reason)))
+
     def stream_log_ends(self) -> dict[int, dict[str, int]]:
         return {p: {} for p in range(self.partitions)}
+
+    def control_value_at(self, offset: int) -> bytes | None:
+        return self.control_log.get(offset)
 
 
 def decide(command: dict, key: bytes | None = None) -> dict:
@@ -73,3 +83,59 @@ def test_a_command_whose_key_is_not_utf8_is_rejected() -> None:
     status = decide({"action": "DEREGISTER", "id": "q", "text": None, "history": False},
                     key=b"q\xff")
     assert status["status"] == "REJECTED" and "is not its query id" in status["message"]
+
+
+class ControlLog:
+    """A control task over a control topic of its own: records appended, then decided,
+    as a worker's round would."""
+
+    def __init__(self) -> None:
+        self.context = Context()
+        self.task = ControlTask(self.context)  # type: ignore[arg-type]
+        self.next = 0
+
+    def send(self, key: bytes | None, command: dict | None,
+             headers: list[tuple[str, bytes]] | None = None) -> Outbox:
+        value = None if command is None else self.context.codec.encode(COMMAND, command)
+        offset, self.next = self.next, self.next + 1
+        if value is not None:
+            self.context.control_log[offset] = value
+        self.task.add(Record("juggler.control", 0, offset, key, value, 0, headers))
+        outbox = Outbox()
+        self.task.run(outbox, RoundCounts())
+        return outbox
+
+    def rewritten(self, outbox: Outbox) -> list[tuple[bytes | None, dict, dict]]:
+        """The control records the round wrote: (key, command, headers)."""
+        return [(m[2], self.context.codec.decode(COMMAND, m[1]), dict(m[4] or ()))
+                for m in outbox.messages if m[0] == self.context.names.control]
+
+
+REGISTER_Q = {"action": "REGISTER", "id": "q", "text": "SELECT * FROM B", "history": False,
+              "own_topic": False}
+
+
+def test_a_tombstone_is_dead_lettered_and_the_registered_text_written_again() -> None:
+    log = ControlLog()
+    log.send(b"q", REGISTER_Q)
+    outbox = log.send(b"q", None)
+    assert log.context.dead and "tombstone is not a command" in log.context.dead[0][1]
+    assert log.rewritten(outbox) == [(b"q", REGISTER_Q, {REWRITTEN_HEADER: b"0"})]
+    assert "q" in log.task.accepted  # the query keeps running
+
+
+def test_a_rejected_command_under_a_registered_key_keeps_the_accepted_text_last() -> None:
+    log = ControlLog()
+    log.send(b"q", REGISTER_Q)
+    outbox = log.send(b"q", {**REGISTER_Q, "text": "SELECT * FROM H"})  # already registered
+    assert log.rewritten(outbox) == [(b"q", REGISTER_Q, {REWRITTEN_HEADER: b"0"})]
+
+
+def test_the_copy_is_skipped_when_read_back_and_nothing_else_is_rewritten() -> None:
+    log = ControlLog()
+    log.send(b"q", REGISTER_Q)
+    copy = log.send(b"q", REGISTER_Q, headers=[(REWRITTEN_HEADER, b"0")])
+    assert copy.messages == [] and copy.offsets == {("juggler.control", 0): 2}
+    deregistered = log.send(b"q", {**REGISTER_Q, "action": "DEREGISTER", "text": None})
+    assert log.rewritten(deregistered) == [] and "q" not in log.task.accepted
+    assert log.rewritten(log.send(b"q", None)) == []  # no longer registered: nothing to keep

@@ -28,7 +28,7 @@ from juggler.codec.avro import Codec, CodecError
 from juggler.control.commands import (ACCEPTED, REGISTER, REJECTED, Command,
                                       CommandStatus)
 from juggler.kafka.client_config import client_config
-from juggler.kafka.names import CONTROL, CONTROL_STATUS, validate_query_id
+from juggler.kafka.names import CONTROL, CONTROL_STATUS, REWRITTEN_HEADER, validate_query_id
 from juggler.kafka.offsets import log_ends
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
             view.warnings.append(f"{control} offset {msg.offset()}: {exc.reason}")
             continue
         commands = history.pop(command.id, [])  # re-insert: order by the last command
-        commands.append((_offset(msg), command))
+        commands.append((_original_offset(msg), command))
         history[command.id] = commands
     statuses: dict[int, CommandStatus] = {}  # verdicts by command offset
     live_through: dict[int, int] = {}  # partition -> every command up to here is live
@@ -374,6 +374,15 @@ def _offset(msg: Message) -> int:
     offset = msg.offset()
     assert offset is not None  # every consumed or delivered message has one
     return offset
+
+
+def _original_offset(msg: Message) -> int:
+    """The offset whose status answers this command: its own, or for the worker's copy
+    of an accepted REGISTER (`REWRITTEN_HEADER`), the original's."""
+    for name, value in msg.headers() or ():
+        if name == REWRITTEN_HEADER and value is not None:
+            return int(value)
+    return _offset(msg)
 
 
 def _key(msg: Message) -> str:

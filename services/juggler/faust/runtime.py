@@ -162,21 +162,23 @@ class FaustJob(Job):
         async with self.lock:
             if self.control is None:
                 self.control = ControlTask(self)
-                self.control.accepted = {k.decode() for k in self.registered.data if k != NEXT}
+                self.control.accepted = {k.decode(): int(v) for k, v in self.registered.data.items()
+                                         if k != NEXT}
                 self.control.restored = True
                 self._control_next = int(self.registered.data.get(NEXT, b"0"))
             if event.message.offset < self._control_next:
                 event.ack()  # decided already (after `rewind`)
                 return
             self._control_next = event.message.offset + 1
-            before = set(self.control.accepted)
+            before = dict(self.control.accepted)
             self.control.add(_record(event.message))
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             await self._publish(outbox.messages)
             now = self.control.accepted
-            changes = [(qid.encode(), b"1") for qid in sorted(now - before)]
-            changes += [(qid.encode(), None) for qid in sorted(before - now)]
+            changes = [(qid.encode(), str(offset).encode()) for qid, offset in sorted(now.items())
+                       if before.get(qid) != offset]
+            changes += [(qid.encode(), None) for qid in sorted(before.keys() - now.keys())]
             changes.append((NEXT, str(self._control_next).encode()))
             await self._write(self.registered, 0, changes)
             event.ack()

@@ -22,6 +22,11 @@ QUERY_HEADER = "juggler-query"
 """The header carrying the query id on every result, so a reader of the shared topic
 filters without decoding."""
 
+REWRITTEN_HEADER = "juggler-rewritten-from"
+"""On a control record the worker wrote again (a registered query's accepted REGISTER,
+after a rejected command or a tombstone under its key): the offset of the original,
+whose status answers both."""
+
 MAX_TOPIC_LENGTH = 249
 """Kafka's limit on a topic name's length."""
 

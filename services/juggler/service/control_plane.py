@@ -12,6 +12,13 @@ The accepted set is what the ACCEPTED statuses say: they are written in the same
 transaction as the control offsets, so on assignment the task reads the status topic
 up to its end and holds the set as of its committed offset. The status topic keeps
 every record (`topics/control.yaml`: no retention limit) for that reason.
+
+The control topic is compacted by key, and `juggler query list` shows a registered
+query's text from it: so the last record under a registered query's key must stay its
+accepted REGISTER. When a rejected command or a tombstone comes under that key, the
+task writes the accepted REGISTER again after it, in the same transaction, with
+`REWRITTEN_HEADER` naming the original's offset; it skips such a copy when it reads it,
+and readers of the topic take it for the original.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, CodecError
+from juggler.kafka.names import REWRITTEN_HEADER
 from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, Record, RoundCounts
 from juggler.service.transactions import Outbox
 
@@ -36,8 +44,8 @@ MAX_MESSAGE = 4096
 class ControlTask:
     def __init__(self, worker: TaskContext) -> None:
         self.w = worker
-        self.accepted: set[str] = set()
-        """The ids of the registered queries."""
+        self.accepted: dict[str, int] = {}
+        """The registered queries: id -> the control offset of its accepted REGISTER."""
         self.pending: list[Record] = []
         self.restored = False
 
@@ -47,9 +55,9 @@ class ControlTask:
             if status["status"] != "ACCEPTED":
                 continue
             if status["action"] == "REGISTER":
-                self.accepted.add(status["id"])
+                self.accepted[status["id"]] = status["command_offset"]
             else:
-                self.accepted.discard(status["id"])
+                self.accepted.pop(status["id"], None)
         self.restored = True
 
     def add(self, record: Record) -> None:
@@ -63,20 +71,32 @@ class ControlTask:
         w = self.w
         barriers: dict[int, dict[str, int]] | None = None
         for record in self.pending:
+            if any(name == REWRITTEN_HEADER for name, _ in record.headers or ()):
+                continue  # this task's own copy of an accepted REGISTER
             command = self._decode(record, outbox, counts)
             if command is None:
+                self._keep_registered(record.key, outbox)
                 continue
             problem = _key_problem(record.key, command["id"]) or self._problem(command)
             if problem is None:
                 if barriers is None:
                     barriers = w.stream_log_ends()
                 self._accept(command, record, barriers, outbox)
+            else:
+                self._keep_registered(record.key, outbox)
             self._status(command, record, problem, outbox)
         last = self.pending[-1]
         outbox.offsets[(last.topic, last.partition)] = last.offset + 1
         self.pending = []
 
     def _decode(self, record: Record, outbox: Outbox, counts: RoundCounts) -> dict[str, Any] | None:
+        if record.value is None:
+            self.w.dead_letters.send(
+                outbox, counts, record, "bad_command",
+                "a tombstone is not a command: send DEREGISTER to stop a query (the "
+                "control topic keeps a registered query's REGISTER under its key)")
+            log.warning("control offset %d: a tombstone, not a command", record.offset)
+            return None
         try:
             return self.w.codec.decode(COMMAND, record.value)
         except CodecError as exc:
@@ -110,14 +130,37 @@ class ControlTask:
         if command["action"] == "REGISTER":
             if command.get("own_topic"):
                 w.ensure_results_topic(qid)
-            self.accepted.add(qid)
+            self.accepted[qid] = record.offset
         else:
-            self.accepted.discard(qid)
+            self.accepted.pop(qid, None)
         copy = w.codec.encode(COMMAND, command, topic=w.names.fanout)
         for p in range(w.partitions):
             headers = [(CONTROL_OFFSET_HEADER, str(record.offset).encode()),
                        (BARRIER_HEADER, json.dumps(barriers[p]).encode())]
             outbox.send(w.names.fanout, qid.encode(), copy, partition=p, headers=headers)
+
+    def _keep_registered(self, key: bytes | None, outbox: Outbox) -> None:
+        """After a record that is not an accepted command under a registered query's
+        key, write that query's accepted REGISTER again, so compaction keeps it as the
+        key's last record (see the module's docstring)."""
+        try:
+            qid = key.decode() if key is not None else None
+        except UnicodeDecodeError:
+            return
+        offset = self.accepted.get(qid) if qid is not None else None
+        if offset is None:
+            return
+        value = self.w.control_value_at(offset)
+        try:
+            original = None if value is None else self.w.codec.decode(COMMAND, value)
+        except CodecError:
+            original = None
+        if original is None or (original["action"], original["id"]) != ("REGISTER", qid):
+            log.warning("control offset %d: the REGISTER of %r is no longer there; its "
+                        "text will not show in `juggler query list`", offset, qid[:100])
+            return
+        outbox.send(self.w.names.control, key, value, partition=0,
+                    headers=[(REWRITTEN_HEADER, str(offset).encode())])
 
     def _status(self, command: dict[str, Any], record: Record, problem: str | None,
                 outbox: Outbox) -> None:

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from juggler.codec.avro import RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
 from juggler.kafka.client_config import client_config
+from juggler.kafka.client_log import client_log, stamp, watched
 from juggler.language import compile_query
 from juggler.language.model import Query
 from juggler.service.arrival import ArrivalOrder, IdleEstimate
 from juggler.service.deadletters import DeadLetters
 from juggler.service.loop_clock import LoopClock
+from juggler.service.restore import read_originals
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
 from juggler.service.topic_setup import ensure_results_topic, ensure_worker_topics, partitions
@@ -66,6 +68,8 @@ class TaskContext(Protocol):
 
     def stream_log_ends(self) -> dict[int, dict[str, int]]: ...
 
+    def control_value_at(self, offset: int) -> bytes | None: ...
+
 
 class Job:
     """The shared half of a runtime (see the module's docstring)."""
@@ -86,8 +90,11 @@ class Job:
         if settings.create_topics:
             ensure_worker_topics(settings, self.streams)
         self.partitions = partitions(settings) or settings.partitions or 1
-        self.client_config = client_config(settings.bootstrap)
+        self.client_config = watched(client_config(settings.bootstrap))
+        """What every Kafka client of the runtime is made with: the cluster's address and
+        security, and this process's `ClientLog` for its log lines and errors."""
         self.admin = AdminClient({**self.client_config, "log_level": 3})
+        client_log().serve(self.admin)
         self.max_record_bytes = settings.max_record_bytes
         self.result_budget = result_budget(self.codec, self.max_record_bytes)
         """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
@@ -160,6 +167,20 @@ class Job:
         for task in self.restored_tasks():
             seen.update(task.texts)
         return [{"id": qid, "text": text} for qid, text in seen.items()]
+
+    def control_value_at(self, offset: int) -> bytes | None:
+        """The value of the control topic's record at `offset`, read committed; None
+        when it is no longer in the log."""
+        tp = (self.names.control, 0)
+        return read_originals(self, {tp: [offset]})[tp].get(offset)
+
+    def unavailable(self) -> str | None:
+        """Why the runtime cannot commit now, as `/health` says it, or None."""
+        down = client_log().unreachable()
+        if down is None:
+            return None
+        since, what = down
+        return f"cannot commit: broker unreachable since {stamp(since)} ({what})"
 
     def stream_log_ends(self) -> dict[int, dict[str, int]]:
         """Per partition, each stream partition's log end now (a barrier)."""
