@@ -8,6 +8,10 @@ builds its own `bootstrap.servers` dict: librdkafka clients (worker, CLI, demo) 
 `client_config(...)`, Spark's Kafka source and sink take `spark_options(...)`, and
 both read the same `Security`.
 
+A long-running process (the worker, its results index) also routes every client's log
+lines and errors to one place, `client_log.watched` on top of `client_config`: a broker
+outage then logs a line per broker per 30 s instead of one per failed connection.
+
 Where the settings come from: the environment (`JUGGLER_KAFKA_*`, below), which CLI
 flags overwrite for their process (`juggler.kafka.cli_options`). Child processes
 (the demo's worker) inherit them the same way a deployment's containers get them.

@@ -54,6 +54,7 @@ from typing import Any
 
 from juggler.codec.avro import RESULT, CodecError
 from juggler.engine.native import result_json
+from juggler.kafka.client_log import client_log, unwatched, watched
 from juggler.kafka.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends
 
@@ -135,8 +136,8 @@ class ResultsStore:
         self.follow(topic)
         self.process = context.Process(
             target=_index, name="juggler-results-index", daemon=True,
-            args=(self.path, client_config, codec, loglevel, self._follow, self._stop,
-                  trim_interval))
+            args=(self.path, unwatched(client_config), codec, loglevel, self._follow,
+                  self._stop, trim_interval))
 
     def start(self) -> None:
         self.process.start()
@@ -289,10 +290,12 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     codec = options.codec()
     header = codec.single_object_header(RESULT)
     parent = multiprocessing.parent_process()
+    client_config = watched(client_config)
     consumer = Consumer({**client_config, **INDEX_FETCH, "group.id": "juggler-results-index",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "log_level": 3})
     admin = AdminClient({**client_config, "log_level": 3})
+    client_log().serve(admin)
     wanted: set[str] = set()
     read: set[str] = set()
     assigned: list[Any] = []
@@ -341,12 +344,16 @@ def _drain(follow: Any) -> set[str]:
 
 def _assign_new(consumer: Any, topics: set[str], read: set[str]) -> list[Any]:
     """Start reading, from the beginning, every one of `topics` the broker already
-    knows (a topic created a moment ago is tried again at the next round)."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    knows (a topic created a moment ago, or asked while the cluster does not answer, is
+    tried again at the next round)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
     new = []
     for topic in sorted(topics):
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException:
+            break
         if meta is None or meta.error is not None or not meta.partitions:
             continue
         new += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)]
