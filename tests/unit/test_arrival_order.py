@@ -605,6 +605,9 @@ def orders(draw: st.DrawFn) -> ArrivalOrder:
     streams = STREAMS[:draw(st.integers(2, 4))]
     order = ArrivalOrder(streams, draw(st.sampled_from([0, 0, 500, 2000])))
     order.cleared_epoch = 5
+    # with delays estimated: a head of ts t (0-4 ms) is live while now <= t/1000 +
+    # fresh_for (never, around `now`, or always)
+    order.fresh_for = draw(st.sampled_from([None, -1.0, 1.9985, 2.0, 10.0]))
     ts = st.sampled_from([None, 0, 1, 2, 3, 4] if draw(st.booleans()) else [0, 1, 2, 3, 4])
     pasts = {}
     for s in streams:
@@ -636,9 +639,11 @@ def orders(draw: st.DrawFn) -> ArrivalOrder:
             inp.end_epoch = draw(st.sampled_from([-1, *EPOCHS]))
         inp.idle_deadline = draw(st.sampled_from([None, *TIMES[1:]]))
         inp.last_record_at = draw(st.sampled_from([-100.0, 0.0]))
-        # an estimated delay: a head of ts t (0-4 ms) passes it, idle, at t/1000 +
+        # an estimated delay: a live head of ts t passes it, idle, at t/1000 +
         # pass_after, before, around or after `now` and the ends asked
         inp.pass_after = draw(st.sampled_from([None, None, -1.0, 1.998, 1.9985, 2.0, 2.5]))
+        # ... while silent for at most quiet_for (its last record at -100 or 0)
+        inp.quiet_for = draw(st.sampled_from([0.0, 2.0, 3.0, 1000.0]))
     for k in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
         offsets = {s: draw(st.integers(0, pasts[s] + 1)) for s in streams
                    if draw(st.sampled_from([True, True, True, False]))}

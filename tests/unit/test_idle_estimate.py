@@ -4,7 +4,8 @@
 What a user notices: a record waiting for a live partition (its records fetched a few
 ms after their `ts`) waits only until that partition could no longer deliver an
 earlier event, not `max_idle_ms`; a partition replaying old events, one that never
-spoke, or one whose delay is not known yet is waited for up to `max_idle_ms`; a record
+spoke, or one whose delay is not known yet is waited for up to `max_idle_ms`, and so
+is any partition by a record that is itself old (a replay, an upload); a record
 already in the log is still never overtaken; an allowed lateness shortens the wait by
 what it accepts anyway; and live producers whose delays stay within what was measured
 lose no event to lateness, whatever the fetch timing.
@@ -74,10 +75,10 @@ def take(o: ArrivalOrder, now: float) -> tuple[list[object], Wait]:
         out.append(step.record.item)
 
 
-def live(o: ArrivalOrder, stream: str, delay_ms: float, until_ms: int = T0 - 1_000,
+def live(o: ArrivalOrder, stream: str, delay_ms: float, until_ms: int = T0 - 20,
          every_ms: int = 125) -> None:
-    """`stream`'s producer has been live: a record every `every_ms` up to `until_ms`,
-    each fetched `delay_ms` after its ts, and taken (its partners idle, past the cap)."""
+    """`stream`'s producer has been live: a record every `every_ms` up to `until_ms`
+    (by default a moment before T0), each fetched `delay_ms` after its ts, and taken."""
     for ts in range(until_ms - 10 * every_ms, until_ms + 1, every_ms):
         fetch(o, stream, [ts], (ts + delay_ms) / 1000)
         o.inputs[stream].buffer.clear()
@@ -149,13 +150,14 @@ def test_a_producer_whose_clock_is_behind_is_waited_for_as_long_as_it_lags() -> 
 
 def test_allowed_lateness_shortens_the_wait_by_what_it_accepts() -> None:
     """With 10 ms allowed, B's event up to 10 ms behind H's is not late: the wait ends
-    10 ms sooner; with 50 ms, not at all (B's end is only asked once more)."""
+    10 ms sooner; with 50 ms, not at all: B's end, asked when its last record came
+    (T0 - 12), says that nothing it gets later can be 50 ms behind T0."""
     some, more = order(lateness=10), order(lateness=50)
     for o in (some, more):
         live(o, "B", delay_ms=8)
         fetch(o, "H", [T0], now=at(5))
     assert until(some.next(at(5))) == at(18)
-    assert more.next(at(5)) == Wait(refresh=(more.inputs["B"],))
+    assert take(more, at(5))[0] == [("H", T0)]
 
 
 # up to the cap ------------------------------------------------------------------------
@@ -168,6 +170,28 @@ def test_a_replaying_partition_is_waited_for_up_to_max_idle() -> None:
     live(o, "B", delay_ms=3_600_000)
     fetch(o, "H", [T0], now=at(5))
     assert until(o.next(at(5))) == at(505)
+
+
+def test_a_record_older_than_max_idle_waits_for_a_live_partition_up_to_max_idle() -> None:
+    """H uploads what a device recorded a minute ago: B is live (8 ms), but B's own
+    device may upload next, so H's old record waits for B as long as before."""
+    o = order()
+    live(o, "B", delay_ms=8)
+    fetch(o, "H", [T0 - 60_000], now=at(5))
+    assert until(o.next(at(5))) == at(505)
+
+
+def test_a_partition_silent_for_longer_than_ever_is_waited_for_up_to_max_idle() -> None:
+    """B has had a record every 125 ms, 8 ms after its ts; now it has been silent for
+    300 ms: its producer may be stalled, its next records as late as the stall, so H's
+    record waits for B up to max_idle_ms. At a silence within its gaps, the estimate."""
+    stalled, quiet = order(), order()
+    live(stalled, "B", delay_ms=8, until_ms=T0 - 300)
+    live(quiet, "B", delay_ms=8, until_ms=T0 - 120)
+    for o in (stalled, quiet):
+        fetch(o, "H", [T0], now=at(5))
+    assert until(stalled.next(at(5))) == at(505)
+    assert until(quiet.next(at(5))) == at(28)
 
 
 def test_a_partition_that_never_spoke_is_waited_for_up_to_max_idle() -> None:
@@ -252,6 +276,24 @@ def test_each_waiting_record_has_its_own_deadline() -> None:
         else:
             o.pop(step)
         assert until(o.next(at(60))) == at(78)
+
+
+def test_an_old_record_behind_a_live_one_waits_up_to_max_idle() -> None:
+    """H's producer sends a record made now, then one a minute old (out of order in its
+    own topic): the first goes at B's estimate, the second waits for B up to
+    max_idle_ms, in one run or one at a time."""
+    for runs in (False, True):
+        o = order()
+        live(o, "B", delay_ms=8)
+        fetch(o, "H", [T0, T0 - 60_000], now=at(60))
+        ask_end(o, "B", at(60))
+        step = o.next(at(60))
+        assert isinstance(step, Take)
+        if runs:
+            assert [p.ts for p in o.take_run(step, 10)] == [T0]
+        else:
+            o.pop(step)
+        assert until(o.next(at(60))) == at(560)
 
 
 # live producers whose delays stay within the estimate lose nothing ---------------------

@@ -27,7 +27,13 @@ t is therefore the earlier of the `max_idle_ms` one and t + D - L on the wall cl
 and the log end must be asked after it as before. Only the producer's side has to stay
 within D: a record the worker is slow to fetch is in the log, and the log-end rule
 waits for it. A partition without an estimate (never spoke, or silent for a minute) and
-one replaying old events (D above the cap) are waited for `max_idle_ms`.
+one replaying old events (D above the cap) are waited for `max_idle_ms`; so is every
+partition by a record that is itself more than `max_idle_ms` old (a replay, an upload,
+a backlog the worker catches up on): the estimates describe live producers, and a
+replay on one stream may come with one on another, whose producer lagged until now.
+And so is a partition silent for longer than its longest gap between two fetches in
+the last minute (plus the margin): its producer may have stalled, and what it made
+meanwhile comes as late as the stall lasts, beyond any delay measured.
 
 Commands are barriers: a barrier carries, per stream, the log-end offset the stream's
 partition had when the command was accepted. Records below it are taken before the
@@ -114,13 +120,18 @@ class Input:
     idle_deadline: float | None = None
     last_record_at: float = float("-inf")
     delays: deque[list[float]] = field(default_factory=deque)
-    """Per `DELAY_BUCKET` with a fetch: [bucket, largest delay (s), fetches]."""
+    """Per `DELAY_BUCKET` with a fetch: [bucket, largest delay (s), fetches, largest
+    gap between two fetches (s)]."""
     delay: float | None = None
     """The largest delay (wall clock at fetch minus `ts`, seconds) in the window, or
     None while fewer than `DELAY_SAMPLES` fetches are in it."""
     pass_after: float | None = None
     """With `delay`: a head of `ts` t may go past this partition, idle, at
-    `t / 1000 + pass_after` on the `now` clock (the estimate's deadline)."""
+    `t / 1000 + pass_after` on the `now` clock (the estimate's deadline) ..."""
+    quiet_for: float = 0.0
+    """... while it has been silent for at most this long: its longest gap between
+    two fetches in the window, plus the margin. Silent for longer, its producer may
+    be stalled, its next records late by the stall: it is waited for `max_idle_ms`."""
 
     def next_offset(self) -> int | None:
         """The offset of the next record to take: everything below it is processed."""
@@ -157,6 +168,9 @@ class ArrivalOrder:
         self.inputs = {s: Input(s, rank) for rank, s in enumerate(streams)}
         self.max_idle = max_idle_ms / 1000.0
         self.estimate = estimate
+        self.fresh_for = None if estimate is None else self.max_idle - estimate.wall_offset
+        """A head of `ts` t is live (the estimates apply to it) while `now` is at most
+        `t / 1000 + fresh_for`: made at most `max_idle_ms` ago."""
         self.now = 0.0
         """The `now` of the last `next`, which `take_run` goes on with."""
         self.barriers: deque[Barrier] = deque()
@@ -176,35 +190,42 @@ class ArrivalOrder:
         if records[-1].epoch > self.newest_epoch:
             self.newest_epoch = records[-1].epoch
         inp.idle_deadline = None
-        inp.last_record_at = now
         if self.estimate is not None:
-            self._sample(inp, records, now)
+            self._sample(inp, records, now, now - inp.last_record_at)
+        inp.last_record_at = now
 
-    def _sample(self, inp: Input, records: list[Pending], now: float) -> None:
+    def _sample(self, inp: Input, records: list[Pending], now: float, gap: float) -> None:
         """The group's delay: how far the wall clock at its fetch is past its smallest
-        `ts` (the first to be in the log, for a producer in order)."""
+        `ts` (the first to be in the log, for a producer in order); and the gap since
+        the partition's previous fetch."""
         first = min((r.ts for r in records if r.ts is not None), default=None)
         if first is None:
             return
         estimate = self.estimate
         delay = now + estimate.wall_offset - first / 1000
+        if gap == float("inf"):
+            gap = 0.0
         bucket = now // DELAY_BUCKET
         delays = inp.delays
         if delays and delays[-1][0] == bucket:
             last = delays[-1]
             if delay > last[1]:
                 last[1] = delay
+            if gap > last[3]:
+                last[3] = gap
             last[2] += 1
         else:
-            delays.append([bucket, delay, 1])
+            delays.append([bucket, delay, 1, gap])
             while delays[0][0] <= bucket - DELAY_BUCKETS:
                 delays.popleft()
         if sum(b[2] for b in delays) < DELAY_SAMPLES:
             inp.delay = inp.pass_after = None
             return
+        margin = estimate.margin_ms / 1000
         inp.delay = max(b[1] for b in delays)
-        inp.pass_after = (inp.delay + (estimate.margin_ms - estimate.lateness_ms) / 1000
+        inp.pass_after = (inp.delay + margin - estimate.lateness_ms / 1000
                           - estimate.wall_offset)
+        inp.quiet_for = max(b[3] for b in delays) + margin
 
     def add_barrier(self, barrier: Barrier) -> None:
         self.barriers.append(barrier)
@@ -266,8 +287,10 @@ class ArrivalOrder:
             return Wait()
         until = None
         head_ts = best.buffer[0].ts
+        live = self.fresh_for is not None and now <= head_ts / 1000 + self.fresh_for
         for inp, deadline in deadlines:
-            if inp.pass_after is not None:  # a live producer: only while it may lag
+            if live and inp.pass_after is not None and \
+                    now - inp.last_record_at <= inp.quiet_for:  # only while it may lag
                 soon = head_ts / 1000 + inp.pass_after
                 if soon < deadline:
                     deadline = soon
@@ -340,7 +363,7 @@ class ArrivalOrder:
                         break
                 elif others[0] is not None and (ts, inp.rank) > (others[0], others[1]):
                     break
-                if others[3] and not _passes(others[3], ts, now):
+                if others[3] and not self._passes(others[3], ts, now):
                     break
             run.append(buffer.popleft())
             if not buffer or len(run) >= limit:
@@ -354,7 +377,8 @@ class ArrivalOrder:
         (ts None if there is none), `max_epoch` lowered to the oldest epoch an idle
         input's end was asked in (a later head has `next` ask it again), and the idle
         inputs not past their `max_idle_ms` deadline (with their end asked after it):
-        each head must pass their estimate's (`_passes`). `next` went past every other
+        the first head went past them by their estimates (so each was silent no longer
+        than its `quiet_for`, as it still is), and each head must (`_passes`). `next` went past every other
         head, so each one below its barrier is decoded and cleared."""
         best_ts: int | None = None
         best_rank = 0
@@ -378,10 +402,24 @@ class ArrivalOrder:
                 if o.end_epoch < max_epoch:
                     max_epoch = o.end_epoch
                 deadline = o.idle_deadline
-                if o.pass_after is not None and (
+                if self.fresh_for is not None and o.pass_after is not None and (
                         deadline is None or now < deadline or o.end_at < deadline):
                     estimated.append(o)
         return best_ts, best_rank, max_epoch, estimated
+
+    def _passes(self, idle: list[Input], ts: int, now: float) -> bool:
+        """Whether a head of `ts` may go past each of these idle inputs, not past their
+        `max_idle_ms` deadline, at `now`: `next`'s test, by the estimate's deadline if
+        the head is live."""
+        if now > ts / 1000 + self.fresh_for:  # type: ignore[operator]
+            return False
+        for o in idle:
+            deadline = ts / 1000 + o.pass_after  # type: ignore[operator]
+            if o.idle_deadline is not None and o.idle_deadline < deadline:
+                deadline = o.idle_deadline
+            if now < deadline or o.end_at < deadline:
+                return False
+        return True
 
     def delays_ms(self) -> dict[str, float | None]:
         """Stream -> its partition's estimated delay in ms (None: not estimated)."""
@@ -400,15 +438,3 @@ class ArrivalOrder:
 
     def barrier_commit_offset(self) -> int | None:
         return self.barriers[0].offset if self.barriers else self.barrier_position
-
-
-def _passes(idle: list[Input], ts: int, now: float) -> bool:
-    """Whether a head of `ts` may go past each of these idle inputs at `now`: the same
-    test as `ArrivalOrder.next`'s, by the earlier of the two deadlines."""
-    for o in idle:
-        deadline = ts / 1000 + o.pass_after  # type: ignore[operator]
-        if o.idle_deadline is not None and o.idle_deadline < deadline:
-            deadline = o.idle_deadline
-        if now < deadline or o.end_at < deadline:
-            return False
-    return True
