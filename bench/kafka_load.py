@@ -404,12 +404,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     producer = sender or EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 0})
     t0 = time.perf_counter()
     count = 0
-    for i, event in enumerate(events):
-        due = t0 + i / rate
-        if due - t0 > seconds:
-            break
-        while (wait := due - time.perf_counter()) > 0:
-            time.sleep(min(wait, 0.01))
+    for i, event in paced(events, rate, seconds):
         sent_at[i] = time.perf_counter()
 
         def delivered(pos: tuple[str, int, int], i: int = i) -> None:
@@ -447,6 +442,19 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
         f"{_quantile(ordered, 0.99) * 1000:,.0f} ms" + (f", kept {kept:,.0f} ev/s" if kept else ""))
     return {"rate": rate, "events": count, "results": len(ordered), "kept": kept,
             "p50": _quantile(ordered, 0.5), "p99": _quantile(ordered, 0.99)}
+
+
+def paced(events: Iterable[Any], rate: float, seconds: float) -> Iterator[tuple[int, Any]]:
+    """`events` with their indexes, each when it is due at `rate` per second from now,
+    for `seconds`."""
+    t0 = time.perf_counter()
+    for i, event in enumerate(events):
+        due = t0 + i / rate
+        if due - t0 > seconds:
+            return
+        while (wait := due - time.perf_counter()) > 0:
+            time.sleep(min(wait, 0.01))
+        yield i, event
 
 
 def plot(sweep: list[dict[str, Any]], path: Path) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 
 from bench import worker_profile
 from bench.kafka_load import (_free_port, _machine, _metric, _results, log,
-                               measure_latency)
+                               measure_latency, paced)
 from bench.kafka_selection import register
 from bench.report_sections import publish
 
@@ -181,13 +181,7 @@ def events(seed: int) -> Any:
 
 def feed(sender: LiveProducers, source: Any, rate: float, seconds: float) -> None:
     """Send from `source` at `rate` for `seconds`, untimed (the warm-up)."""
-    t0 = time.perf_counter()
-    for i, event in enumerate(source):
-        due = t0 + i / rate
-        if due - t0 > seconds:
-            break
-        while (wait := due - time.perf_counter()) > 0:
-            time.sleep(min(wait, 0.01))
+    for _, event in paced(source, rate, seconds):
         sender.send(event.stream, event.key, event.ts, event.data)
     sender.flush()
 

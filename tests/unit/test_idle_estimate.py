@@ -25,6 +25,7 @@ from pytest import approx
 
 from juggler.service.arrival import (DELAY_BUCKET, DELAY_BUCKETS, DELAY_SAMPLES,
                                      ArrivalOrder, IdleEstimate, Pending, Take, Wait)
+from test_arrival_order import take_all as take
 
 MAX_IDLE_MS = 500
 MARGIN_MS = 20
@@ -63,16 +64,6 @@ def fetch(o: ArrivalOrder, stream: str, ts: list[int], now: float, epoch: int = 
              now)
     inp.position = inp.end = first + len(ts)
     inp.end_at, inp.end_epoch = now, epoch
-
-
-def take(o: ArrivalOrder, now: float) -> tuple[list[object], Wait]:
-    out: list[object] = []
-    while True:
-        step = o.next(now)
-        if isinstance(step, Wait):
-            return out, step
-        o.pop(step)
-        out.append(step.record.item)
 
 
 def live(o: ArrivalOrder, stream: str, delay_ms: float, until_ms: int = T0 - 20,
@@ -262,30 +253,24 @@ def test_an_end_asked_before_the_deadline_does_not_let_a_record_go() -> None:
 
 def test_each_waiting_record_has_its_own_deadline() -> None:
     """H's records of T0 and T0 + 50 wait for B until their own ts + 28 ms: at T0 + 60
-    the first may go (B's end asked then), the second not before T0 + 78, in one run
-    or one at a time."""
-    for runs in (False, True):
-        o = order()
-        live(o, "B", delay_ms=8)
-        fetch(o, "H", [T0, T0 + 50], now=at(60))
-        ask_end(o, "B", at(60))
-        step = o.next(at(60))
-        assert isinstance(step, Take)
-        if runs:
-            assert [p.ts for p in o.take_run(step, 10)] == [T0]
-        else:
-            o.pop(step)
-        assert until(o.next(at(60))) == at(78)
+    the first may go (B's end asked then), the second not before T0 + 78."""
+    second_waits_until(T0 + 50, at(78))
 
 
 def test_an_old_record_behind_a_live_one_waits_up_to_max_idle() -> None:
     """H's producer sends a record made now, then one a minute old (out of order in its
     own topic): the first goes at B's estimate, the second waits for B up to
-    max_idle_ms, in one run or one at a time."""
+    max_idle_ms."""
+    second_waits_until(T0 - 60_000, at(560))
+
+
+def second_waits_until(ts: int, deadline: float) -> None:
+    """H's records of T0 and `ts`, fetched at T0 + 60 with B's end asked then: the
+    first is taken, the second waits until `deadline`, in one run or one at a time."""
     for runs in (False, True):
         o = order()
         live(o, "B", delay_ms=8)
-        fetch(o, "H", [T0, T0 - 60_000], now=at(60))
+        fetch(o, "H", [T0, ts], now=at(60))
         ask_end(o, "B", at(60))
         step = o.next(at(60))
         assert isinstance(step, Take)
@@ -293,7 +278,7 @@ def test_an_old_record_behind_a_live_one_waits_up_to_max_idle() -> None:
             assert [p.ts for p in o.take_run(step, 10)] == [T0]
         else:
             o.pop(step)
-        assert until(o.next(at(60))) == at(560)
+        assert until(o.next(at(60))) == deadline
 
 
 # live producers whose delays stay within the estimate lose nothing ---------------------
