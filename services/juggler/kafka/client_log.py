@@ -50,9 +50,14 @@ HOOKS = ("logger", "error_cb")
 _SYSLOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL,
                   3: logging.ERROR, 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO,
                   7: logging.DEBUG}
-_BROKER = re.compile(r"^(?:\w+Coordinator(?:/\d+)?: )?(?P<broker>\S+:\d+)(?:/\S+)?: (?P<what>.+)$")
+_BROKER = re.compile(r"^(?:\w+Coordinator(?:/\d+)?: )?(?P<broker>\S+:\d+)(?:/\S+)?: "
+                     r"(?P<what>.+)$")
+_LOGICAL = re.compile(r"^(?P<broker>\w+Coordinator)(?:/\d+)?: (?P<what>.+)$")
+"""A logical broker (the group's or the transaction's coordinator) failing: named by the
+address it tried, when it says which."""
+_ADDRESS = re.compile(r"^Connect to (?:ipv[46]#)?(?P<address>\S+:\d+) failed")
 _CONNECT = re.compile(r"^Connect to \S+ failed: ")
-_AFTER = re.compile(r" \(after \d+ms in state \w+\)$")
+_AFTER = re.compile(r" \(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)$")
 _CONNECTING = ("Connect to", "Failed to resolve", "Connection setup timed out",
                "SSL handshake failed")
 """What a failed attempt to connect says (a disconnect alone may be an idle connection
@@ -143,11 +148,13 @@ class ClientLog:
                 self._all_down = True
                 self._down = self._down or self._failed
             return
-        broker = _BROKER.match(text) if code in (KafkaError._TRANSPORT, KafkaError._RESOLVE,
-                                                  KafkaError._SSL) else None
-        if broker is not None:
-            self._broker_failed(broker["broker"], broker["what"])
-            return
+        if code in (KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._SSL):
+            broker = _BROKER.match(text) or _LOGICAL.match(text)
+            if broker is not None:
+                address = _ADDRESS.match(broker["what"])
+                self._broker_failed(address["address"] if address else broker["broker"],
+                                    broker["what"])
+                return
         if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
             with self._lock:
                 self._refused = (self.wall(), text)
