@@ -78,8 +78,6 @@ class Job:
     """The results index, once the runtime started it."""
 
     def __init__(self, settings: Settings) -> None:
-        from confluent_kafka.admin import AdminClient
-
         self.settings = settings
         self.names = TopicNames(settings.topic_prefix)
         self.codec = Codec(settings.schemas_dir,
@@ -93,8 +91,7 @@ class Job:
         self.client_config = watched(client_config(settings.bootstrap))
         """What every Kafka client of the runtime is made with: the cluster's address and
         security, and this process's `ClientLog` for its log lines and errors."""
-        self.admin = AdminClient({**self.client_config, "log_level": 3})
-        client_log().serve(self.admin)
+        self.admin = self._admin_client()
         self.max_record_bytes = settings.max_record_bytes
         self.result_budget = result_budget(self.codec, self.max_record_bytes)
         """What a result's Kafka key and Avro body may take (`process_batch_encoded`)."""
@@ -173,6 +170,24 @@ class Job:
         when it is no longer in the log."""
         tp = (self.names.control, 0)
         return read_originals(self, {tp: [offset]})[tp].get(offset)
+
+    def _admin_client(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({**self.client_config, "log_level": 3})
+        client_log().serve(admin)
+        return admin
+
+    def renew_admin(self) -> None:
+        """Replace the admin client with a new one, after the cluster was unreachable.
+        librdkafka's admin client can come out of a broker's restart unable to reach the
+        group coordinator: its ListConsumerGroupOffsets (a clearance's, a restore's)
+        then time out every time, and may abort the process on an assertion
+        (rd_kafka_enq_once_del_source_return, confluentinc/librdkafka#3663 and #4605,
+        reproduced with 2.16 here); a client made after the restart is not affected. A
+        request under way on the old one ends with it."""
+        old, self.admin = self.admin, self._admin_client()
+        client_log().forget(old)
 
     def unavailable(self) -> str | None:
         """Why the runtime cannot commit now, as `/health` says it, or None."""

@@ -87,6 +87,11 @@ class WorkerMetrics:
             "juggler_restore_missing_events",
             "Held events restored without their input record, gone from its stream topic "
             "(its retention must exceed the horizon)", registry=r)
+        self.recoveries = Counter(
+            "juggler_recoveries",
+            "Times Kafka failed under the loop and the worker closed its tasks dirty to "
+            "resume them from the last committed round (docs/worker.md, \"Faults\")",
+            registry=r)
         self.batches = Histogram("juggler_batch_size", "Events per processed batch",
                                  buckets=(1, 10, 100, 1000, 10000), registry=r)
         r.register(_EngineCollector(worker))

@@ -9,9 +9,10 @@ worker's `instance_id`; a restarted worker with the same id fences its previous
 incarnation at once, and an open transaction of a worker that never comes back is
 aborted by the broker after `transaction.timeout.ms`.
 
-Any failure to commit leaves the engines ahead of what was committed, so the worker
-stops (`CommitFailed`, exit status 70) and its restart resumes from the committed
-offsets and state, like a Kafka Streams task closed dirty.
+Any failure to commit leaves the engines ahead of what was committed: the worker then
+closes its tasks dirty and restores them from the committed offsets and state, like a
+Kafka Streams task closed dirty (`CommitFailed`, `recovery`), and `abandon`s this
+producer; the next one, with the same transactional id, fences it.
 
 A round's transaction runs in a thread of its own (`submit`) while the worker fetches,
 decodes and evaluates the next rounds: its broker round trips (add partitions, send
@@ -22,7 +23,7 @@ and committed by the same thread the moment the one in flight is done: the loop 
 waits for a commit to hand over its round, so a record waits for at most the rest of
 the transaction in flight, then its own, instead of also the loop's next round. Nothing
 is lost by going on before it commits: the engines are ahead of the committed state
-within a round anyway, and a failure still stops the process.
+within a round anyway, and after a failure the tasks go back to the last commit.
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ backlog the loop would otherwise run ahead of the commits without bound."""
 
 class CommitFailed(RuntimeError):
     """The round's transaction did not commit; nothing of it is visible."""
+
+    def __init__(self, message: str, error: Any = None, age: float | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+        """The client's `KafkaError`, if the client failed it (else `__cause__` says)."""
+        self.age = age
+        """Seconds from the transaction's begin to its failure."""
 
 
 Headers = list[tuple[str, bytes]]
@@ -159,7 +167,7 @@ class Transactions:
                     and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:
                 self._cond.wait()  # the loop is far ahead of the commits: let them catch up
             if self._failed is not None:
-                raise CommitFailed("an earlier transaction failed") from self._failed
+                raise _again(self._failed)
             if self._busy:
                 if self._queued is None:
                     self._queued = (outbox, group_metadata)
@@ -181,10 +189,8 @@ class Transactions:
 
     def _callbacks(self) -> None:
         with self._cond:
-            if isinstance(self._failed, CommitFailed):
-                raise self._failed
             if self._failed is not None:
-                raise CommitFailed(f"transaction failed: {self._failed!r}") from self._failed
+                raise _again(self._failed)
             done, self._committed = self._committed, []
         for callback in done:
             callback()
@@ -243,11 +249,12 @@ class Transactions:
         except KafkaException as exc:
             error = exc.args[0]
             if getattr(error, "txn_requires_abort", lambda: False)():
-                try:
+                try:  # the next producer's init_transactions aborts it if this cannot
                     producer.abort_transaction(30)
                 except KafkaException:
                     pass
-            raise CommitFailed(f"transaction failed: {error}") from None
+            raise CommitFailed(f"transaction failed: {error.str()}", error,
+                               perf_counter() - begun) from None
 
     def _produce(self, messages: Iterable[Outgoing]) -> None:
         produce = self.producer.produce
@@ -258,6 +265,20 @@ class Transactions:
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     self.producer.poll(0.05)
+
+    def abandon(self) -> None:
+        """Give up what is submitted and not committed, for a worker closing its tasks
+        dirty: nothing more begins, and `submit` and `wait` raise. A call in flight on
+        the commit thread is left to end by itself (a librdkafka call cannot be
+        interrupted): the worker's next producer, with the same transactional id,
+        fences this one, and its `init_transactions` returns only once this one's open
+        transaction is committed or aborted, for good."""
+        with self._cond:
+            self._closed = True
+            self._start = self._queued = None
+            if self._failed is None:
+                self._failed = CommitFailed("abandoned: the worker's tasks were closed dirty")
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Wait for the transactions submitted (raises `CommitFailed`), stop the commit
@@ -270,3 +291,12 @@ class Transactions:
                 self._cond.notify_all()
             self._thread.join()
             self.producer.flush(10)
+
+
+def _again(failed: BaseException) -> CommitFailed:
+    """The commit thread's failure, as the worker's thread raises it."""
+    if isinstance(failed, CommitFailed):
+        return failed
+    again = CommitFailed(f"transaction failed: {failed!r}")
+    again.__cause__ = failed
+    return again

@@ -8,8 +8,10 @@ them to one member) and to the control task (the control topic's only partition)
 the control task decide its commands; clear what may be taken; let every task take
 what its arrival order allows; commit everything the round produced, with the input
 offsets, in one transaction, which runs in the background while the next round fetches
-and evaluates (`Transactions.submit`). Any failure stops the process (status 70): what
-the engines did since the last commit is not committed, and a restart resumes from there.
+and evaluates (`Transactions.submit`). When Kafka fails under the loop (a broker outage,
+a transaction that does not commit), the worker closes its tasks dirty and, once the
+cluster answers, runs the loop again from the last committed round (`_supervise`,
+`recovery`); only what it cannot get past stops the process (status 70).
 
 Why not Faust: the contract's arrival order needs, per task, the log-end offset of each
 input partition, pausing single partitions, and offsets committed exactly where the
@@ -29,9 +31,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from juggler.kafka.client_log import client_log, stamp
 from juggler.service.job import FAILURE_EXIT, Job
+from juggler.service.recovery import Backoff, Unrecoverable, diagnose
 from juggler.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -80,6 +84,15 @@ class JugglerWorker(Job):
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
+        self.consumer: Any = None
+        self.transactions: Any = None
+        self.clearance: Any = None
+        self._fault: tuple[float, str] | None = None
+        """(since when, what) of the Kafka failure the worker is recovering from, until
+        its tasks are restored again."""
+        self._backoff = Backoff()
+        self._outages = 0
+        """`ClientLog.outages` when the admin client was last made (`renew_admin`)."""
         self._assigned = False
         self._stop = threading.Event()
         self._committed: dict[tuple[str, int], int] = {}
@@ -116,7 +129,8 @@ class JugglerWorker(Job):
     # the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Consume, process and commit until SIGTERM/SIGINT; exit 70 on any failure."""
+        """Consume, process and commit until SIGTERM/SIGINT; exit 70 on a failure the
+        worker cannot recover from by itself (`recovery`)."""
         from juggler.service.http_api import serve
         from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 
@@ -137,9 +151,9 @@ class JugglerWorker(Job):
                  server.port, " (bearer token required)" if self.settings.web_token else "",
                  self.partitions, self.settings.app_id)
         try:
-            self._loop()
+            self._supervise()
         except Exception as exc:
-            log.critical("worker failed: %r; exiting with status %d", exc, FAILURE_EXIT,
+            log.critical("worker failed: %s; exiting with status %d", exc, FAILURE_EXIT,
                          exc_info=True)
             for handler in logging.getLogger().handlers:
                 handler.flush()
@@ -147,6 +161,83 @@ class JugglerWorker(Job):
             os._exit(FAILURE_EXIT)
         self.results_store.stop()
         log.info("worker stopped")
+
+    def _supervise(self) -> None:
+        """Run the loop until stopped. When Kafka fails under it in a way the worker can
+        recover from (`recovery.diagnose`), close the tasks dirty, wait (backing off)
+        until the cluster answers, and run it again: its new producer fences the old
+        one's epoch, and its assignment restores every task from the committed state
+        and offsets, as a restart would, while the HTTP server, the metrics and the
+        results index stay up. Raises what it cannot recover from."""
+        while not self._stop.is_set():
+            try:
+                self._loop()
+                return
+            except Exception as exc:
+                try:
+                    what = diagnose(exc)
+                except Unrecoverable as unrecoverable:
+                    raise unrecoverable from exc
+                if self._fault is None:
+                    self._fault = (time.time(), what)
+                self.metrics.recoveries.inc()
+                log.warning("Kafka failed under the loop (%s): the tasks are closed dirty "
+                            "and resume from the last committed round once the cluster "
+                            "answers", what)
+                consumer = self._close_dirty()
+                answers = self._await_cluster()
+                _close_quietly(consumer)  # now its leaving the group reaches the broker
+                if not answers:
+                    return
+                self._outages = client_log().outages
+                self.renew_admin()
+
+    def _close_dirty(self) -> Any:
+        """Abandon the transactions not committed and drop every task, as if the process
+        had died; returns the consumer, to close once the cluster answers (its leaving
+        the group must reach the broker, or the next rebalance waits for it)."""
+        self.ready = False
+        if self.clearance is not None:
+            self.clearance.close()
+        if self.transactions is not None:
+            self.transactions.abandon()
+        consumer, self.consumer = self.consumer, None
+        with self.lock:
+            self.tasks, self.control, self._revoked = {}, None, {}
+            self._clearances, self._committed, self._paused = {}, {}, set()
+            self._control_committed, self._control_known = None, False
+            self._assigned, self._group_meta, self._highs = False, None, {}
+            self._generation += 1
+        return consumer
+
+    def _await_cluster(self) -> bool:
+        """Back off until the cluster answers (False if the worker is stopped meanwhile);
+        raises `Unrecoverable` if it refuses this worker's credentials meanwhile."""
+        from confluent_kafka import KafkaException
+
+        began = time.time()
+        while not self._stop.wait(self._backoff.next()):
+            refused = client_log().refused_since(began)
+            if refused is not None:
+                raise Unrecoverable(f"the cluster refuses this worker: {refused}")
+            try:
+                self.admin.list_topics(self.names.control, timeout=5)
+            except KafkaException as exc:
+                log.debug("the cluster does not answer yet: %s", exc)
+                continue
+            log.info("the cluster answers after %.0f s; the tasks restore from the last "
+                     "committed round", time.time() - began)
+            return True
+        return False
+
+    def unavailable(self) -> str | None:
+        """Why the worker cannot commit or restore now, as `/health` says it, or None."""
+        down = super().unavailable()
+        if down is not None or self._fault is None:
+            return down
+        since, what = self._fault
+        return f"cannot commit since {stamp(since)} ({what}); resuming from the last " \
+               f"committed round"
 
     def _loop(self) -> None:
 
@@ -179,35 +270,38 @@ class JugglerWorker(Job):
                            on_lost=self._on_revoke)
         timeout = 0.1
         clock = self.clock
-        try:
-            while not self._stop.is_set():
-                clock.enter("poll")
-                messages = self._fetch(timeout)
-                self._epoch += 1
-                self._note_high_watermarks()
-                if messages:
-                    self.metrics.batches.observe(len(messages))
-                elif timeout > 0 and not self.clearance.busy:
-                    clock.enter("commit")
-                    # idle: nothing to overlap, so let the transaction in flight finish
-                    # and its round's counts reach the metrics now, not a round later.
-                    # Not when the last round left records it could take at once (a
-                    # backlog fetched to its end): waiting there put every transaction
-                    # back on the loop's path, 40% of K's evaluation time
-                    self.transactions.wait()
+        while not self._stop.is_set():
+            clock.enter("poll")
+            messages = self._fetch(timeout)
+            self._epoch += 1
+            if client_log().outages != self._outages:  # the loop rode one out
+                self._outages = client_log().outages
+                self.renew_admin()
+                self.clearance.admin = self.admin
+            self._note_high_watermarks()
+            if messages:
+                self.metrics.batches.observe(len(messages))
+            elif timeout > 0 and not self.clearance.busy:
+                clock.enter("commit")
+                # idle: nothing to overlap, so let the transaction in flight finish
+                # and its round's counts reach the metrics now, not a round later.
+                # Not when the last round left records it could take at once (a
+                # backlog fetched to its end): waiting there put every transaction
+                # back on the loop's path, 40% of K's evaluation time
+                self.transactions.wait()
+            clock.enter("other")
+            self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
+            with self.lock:
+                clock.enter("decode")
+                self._route(messages)
                 clock.enter("other")
-                self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
-                with self.lock:
-                    clock.enter("decode")
-                    self._route(messages)
-                    clock.enter("other")
-                    timeout = self._round()
+                timeout = self._round()
+        # stopped: close in order (after a failure `_supervise` closes what is left)
+        self.clearance.close()
+        try:
+            self.transactions.close()
         finally:
-            self.clearance.close()
-            try:
-                self.transactions.close()
-            finally:
-                consumer.close()
+            consumer.close()
 
     def _fetch(self, timeout: float) -> list[Any]:
         """What the consumer holds, up to `batch_max` records, waiting up to `timeout`
@@ -234,6 +328,8 @@ class JugglerWorker(Job):
         from juggler.service.control_plane import ControlTask
         from juggler.service.task import PartitionTask
 
+        if consumer is not self.consumer:
+            return  # a consumer closed after a failure: its tasks are gone already
         with self.lock:
             self._generation += 1
             for tp in partitions:
@@ -249,6 +345,8 @@ class JugglerWorker(Job):
                  " and the control partition" if self.control else "")
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        if consumer is not self.consumer:
+            return  # a consumer closed after a failure: its tasks are gone already
         self.transactions.wait()  # a revoked task keeps the offsets committed for it
         with self.lock:
             self._generation += 1
@@ -284,6 +382,11 @@ class JugglerWorker(Job):
                          sum(sum(t.engine.held_events().values())
                              for t in self.tasks.values()))
         self.ready = self._assigned
+        if self.ready and self._fault is not None:
+            log.info("resumed from the last committed round, %.0f s after Kafka failed "
+                     "(%s)", time.time() - self._fault[0], self._fault[1])
+            self._fault = None
+            self._backoff.reset()
 
     def _route(self, messages: list[Any]) -> None:
         """Hand a fetched batch to the tasks and the control task. Stream records go as
@@ -302,7 +405,7 @@ class JugglerWorker(Job):
                 if error.code() == KafkaError._PARTITION_EOF:
                     continue
                 if error.fatal():
-                    raise RuntimeError(f"consumer: {error}")
+                    raise KafkaException(error)
                 log.warning("consumer: %s (librdkafka retries)", error)
                 continue
             topic, partition = m.topic(), m.partition()
@@ -368,7 +471,8 @@ class JugglerWorker(Job):
 
     def _commit(self, outbox: Any, counts: Any) -> None:
         """Submit the round's transaction; it commits while the next round runs.
-        `_committed` counts it as committed at once: if it fails, the process stops."""
+        `_committed` counts it as committed at once: if it fails, every task is closed
+        dirty and `_committed` with them."""
         for tp, offset in list(outbox.offsets.items()):
             if self._committed.get(tp) == offset:
                 del outbox.offsets[tp]
@@ -385,7 +489,8 @@ class JugglerWorker(Job):
         assignment: librdkafka answers it from its main thread, a thread round trip
         that was 5-8% of the loop's busy time asked every round at 5,000 events/s. A
         rebalance calls `_on_assign`/`_on_revoke`, which move `_generation` on; a
-        stale metadata could only make a commit fail (fenced), which stops the worker."""
+        stale metadata could only make a commit fail (fenced), which closes the tasks
+        dirty."""
         if self._group_meta is None or self._group_meta[0] != self._generation:
             self._group_meta = (self._generation, self.consumer.consumer_group_metadata())
         return self._group_meta[1]
@@ -541,6 +646,17 @@ class JugglerWorker(Job):
                              "pending_commands": len(task.order.barriers)}
         return {"partitions": parts, "restoring": sorted(set(self.tasks) - {int(p) for p in parts}),
                 "control": self.control is not None}
+
+
+def _close_quietly(consumer: Any) -> None:
+    """Close a consumer left by a failure; one that fails to close is left to the
+    group's session timeout."""
+    if consumer is None:
+        return
+    try:
+        consumer.close()
+    except Exception as exc:  # noqa: BLE001 - the consumer is dropped either way
+        log.warning("closing the consumer after a failure: %s", exc)
 
 
 def _freeze_heap() -> None:
