@@ -14,7 +14,7 @@ from juggler.service.http_api import serve
 
 
 def fake_worker() -> SimpleNamespace:
-    return SimpleNamespace(lock=threading.Lock(), ready=True, tasks={},
+    return SimpleNamespace(lock=threading.Lock(), ready=True, tasks={}, unavailable=lambda: None,
                            settings=SimpleNamespace(app_id="a"),
                            registered_queries=lambda: [{"id": "q1", "text": "SELECT ..."}],
                            metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"))

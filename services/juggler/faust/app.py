@@ -179,12 +179,16 @@ async def rewind(inputs: list[Any]) -> None:
 @app.page("/health")
 class Health(View):
     """200 once the group assigned this worker its partitions and Faust recovered the
-    tables, 503 before and during a rebalance."""
+    tables, 503 before and during a rebalance, and 503 with the reason while a broker
+    cannot be reached (as the worker's `/health`)."""
 
     async def get(self, request: Request) -> Response:
+        body = {"app": settings.app_id, "runtime": "faust", "partitions": sorted(job.tasks)}
+        reason = job.unavailable()
+        if reason is not None:
+            return self.json({"status": "unavailable", "reason": reason, **body}, status=503)
         ready = job.assigned and not app.rebalancing and not app.in_recovery
-        return self.json({"status": "ok" if ready else "starting", "app": settings.app_id,
-                          "runtime": "faust", "partitions": sorted(job.tasks)},
+        return self.json({"status": "ok" if ready else "starting", **body},
                          status=200 if ready else 503)
 
 

@@ -12,7 +12,8 @@ worker 0.33 ms of CPU instead of 1.41 ms (docs/benchmarks.md, section manyquerie
 - `GET /queries`: the queries registered in this worker's tasks;
 - `GET /progress`: per owned partition and stream partition, the next offset to
   process against the log end (asked now), and whether everything in the log is done;
-- `GET /health`: 200 once the assigned partitions are restored, 503 before;
+- `GET /health`: 200 once the assigned partitions are restored, 503 before, and 503
+  with the reason while the worker cannot commit (`JugglerWorker.unavailable`);
 - `GET /metrics`: Prometheus text.
 
 With a token, every page but `/health` and `/metrics` requires it (`http_auth`).
@@ -135,8 +136,14 @@ def _queries(worker: Any) -> Any:
 
 
 def _progress(worker: Any) -> Any:
+    """503 while the cluster does not answer: the log ends are asked of it."""
     async def handler(request: web.Request) -> web.Response:
-        return web.json_response(await asyncio.to_thread(progress, worker))
+        from confluent_kafka import KafkaException
+
+        try:
+            return web.json_response(await asyncio.to_thread(progress, worker))
+        except KafkaException as exc:
+            return web.json_response({"error": f"cannot ask the log ends: {exc}"}, status=503)
     return handler
 
 
@@ -162,11 +169,17 @@ def progress(worker: Any) -> dict[str, Any]:
 
 
 def _health(worker: Any) -> Any:
+    """Read without the worker's lock: a round stuck behind a transaction that cannot
+    commit holds it, and that is when `/health` must answer why (copying the tasks'
+    keys is one atomic step)."""
     async def handler(request: web.Request) -> web.Response:
-        partitions = await asyncio.to_thread(_locked, worker, lambda: sorted(worker.tasks))
+        body = {"app": worker.settings.app_id, "partitions": sorted(list(worker.tasks))}
+        reason = worker.unavailable()
+        if reason is not None:
+            return web.json_response({"status": "unavailable", "reason": reason, **body},
+                                     status=503)
         ready = worker.ready
-        return web.json_response({"status": "ok" if ready else "starting",
-                                  "app": worker.settings.app_id, "partitions": partitions},
+        return web.json_response({"status": "ok" if ready else "starting", **body},
                                  status=200 if ready else 503)
     return handler
 
