@@ -77,16 +77,18 @@ class Client:
         self.producer.flush(30)
         return positions[0]
 
-    def send_events(self, items: Iterable[tuple[str, str, int, dict[str, Any]]]) -> list[Any]:
-        """Produce (stream, key, ts, data) records; return the engine Events with their
-        Kafka positions, decoded from the very bytes that were sent."""
+    def send_events(self, items: Iterable[tuple[str, str, int, dict[str, Any]]],
+                    timeout: float = 60.0) -> list[Any]:
+        """Produce (stream, key, ts, data) records, waiting up to `timeout` seconds for
+        their delivery; return the engine Events with their Kafka positions, decoded
+        from the very bytes that were sent."""
         sent: list[tuple[str, str, bytes]] = []
         positions: dict[int, tuple[str, int, int]] = {}
         for i, (stream, key, ts, data) in enumerate(items):
             value = self.producer.send(stream, key, ts, data,
                                        lambda pos, i=i: positions.__setitem__(i, pos))
             sent.append((stream, key, value))
-        self.producer.flush(60)
+        self.producer.flush(timeout)
         return [self.codec.event_from(stream, key, value, positions[i])
                 for i, (stream, key, value) in enumerate(sent)]
 
