@@ -260,7 +260,9 @@ def committed_records(bootstrap: str, topic: str, partitions: int = PARTITIONS
                       ) -> Iterator[Any]:
     """Every committed record of `topic` up to its log ends as of now (read_committed).
     An empty partition gives a consumer no position to compare, so it is not read; nor,
-    after 5 s with nothing, one that ends in records of an aborted transaction."""
+    after 5 s with nothing, one that ends in records of an aborted transaction. A
+    partition whose log no longer starts at 0 is read from its start (librdkafka's
+    default would have skipped to the end, reading nothing)."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -270,7 +272,7 @@ def committed_records(bootstrap: str, topic: str, partitions: int = PARTITIONS
     parts = [p for p in range(partitions) if ends[(topic, p)] > 0]
     consumer = Consumer(client_config(bootstrap, **{
         "group.id": f"results-{time.time()}", "isolation.level": "read_committed",
-        "enable.auto.commit": False, "log_level": 0}))
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0}))
     consumer.assign([TopicPartition(topic, p, 0) for p in parts])
     quiet = 0
     try:

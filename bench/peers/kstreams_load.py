@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.faust_load import _status, peak_memory, vm_hwm
-from bench.kafka_load import (LATENESS_MS, PARTITIONS, _free_port, _metric, _register,
+from bench.kafka_load import (KEPT_UP, LATENESS_MS, PARTITIONS, _free_port, _metric, _register,
                               _results, _wait_committed, _wait_registered, _with_alerts,
                               committed_records, last_offsets, measure_latency,
                               produce_per_stream, timed_backlog)
@@ -124,34 +124,8 @@ def kstreams_sources(prefix: str) -> Callable[[bytes], list[tuple[str, int, int]
     return sources
 
 
-def settled(bootstrap: str, topic: str, timeout: float = 120.0) -> float:
-    """Wait until no transaction is open on `topic` (each partition's last stable offset
-    is its high watermark); the seconds waited. Kafka Streams, stopped, can leave a
-    transaction of a producer it replaced open until the broker aborts it, and until
-    then a read_committed reader sees nothing past its first record."""
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import OffsetSpec
-
-    from juggler.kafka.topics import admin_client
-
-    admin, t0 = admin_client(bootstrap), time.monotonic()
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    while time.monotonic() - t0 < timeout:
-        ends = {}
-        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
-            futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
-                                         isolation_level=level, request_timeout=30)
-            ends[level] = {tp.partition: f.result().offset for tp, f in futures.items()}
-        if ends[IsolationLevel.READ_COMMITTED] == ends[IsolationLevel.READ_UNCOMMITTED]:
-            break
-        time.sleep(1.0)
-    return time.monotonic() - t0
-
-
 def kstreams_results(bootstrap: str, prefix: str) -> Counter[Identity]:
-    """Kafka Streams' committed results, by the identity `kafka_load._results` gives,
-    once no transaction is open on its results topic (`settled`)."""
-    settled(bootstrap, results_topic(prefix))
+    """Kafka Streams' committed results, by the identity `kafka_load._results` gives."""
     out: Counter[Identity] = Counter()
     for msg in committed_records(bootstrap, results_topic(prefix)):
         query, ts, text = msg.value().decode().split("\t")
@@ -235,9 +209,13 @@ def backlog(bootstrap: str, work: Path, prefix: str, queries: list[tuple[str, st
 
 
 def apply_results_topic(bootstrap: str, prefix: str) -> None:
+    """Kafka Streams' results topic, kept whole: a result record carries its event time
+    as its timestamp (K's `ts` counts from 0, 1970 to the broker), and a time-based
+    retention deleted results at the broker's next check."""
     from juggler.kafka.topics import TopicSpec, admin_client, apply_specs
 
-    apply_specs(admin_client(bootstrap), [TopicSpec(results_topic(prefix), PARTITIONS)])
+    apply_specs(admin_client(bootstrap), [TopicSpec(results_topic(prefix), PARTITIONS,
+                                                    {"retention.ms": "-1"})])
 
 
 def latency(bootstrap: str, work: Path, n: int, queries: list[tuple[str, str]],
@@ -530,6 +508,13 @@ def verdict(out: dict[str, Any], rows: dict[int, dict[str, float]]) -> list[str]
         + ("From a backlog both give exactly `juggler eval`'s results." if all(
             x["worker_equal"] and x["ks_equal"] for x in rows.values()) else
            "From a backlog the results were not all equal (table).")]
+    for m, lat in out["latency"].items():
+        k = lat["kstreams"]
+        if k["kept"] is not None and k["kept"] < KEPT_UP * lat["rate"]:
+            lines[-1] += (f" Live at {lat['rate']:,.0f} events/s with {m} queries (half its "
+                          f"median backlog rate), Kafka Streams kept up with "
+                          f"{k['kept']:,.0f} events/s, and its results came p50 "
+                          f"{k['p50']:,.1f} s after their events.")
     for label, *_ in IDLE_SETTINGS:
         runs = {m: r[label] for m, r in out["idle"].items() if label in r}
         if not runs:
