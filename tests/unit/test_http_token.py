@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -11,10 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from juggler.service.http_api import serve
+from juggler.service.round_lock import RoundLock
 
 
 def fake_worker() -> SimpleNamespace:
-    return SimpleNamespace(lock=threading.Lock(), ready=True, tasks={}, unavailable=lambda: None,
+    return SimpleNamespace(lock=RoundLock(), ready=True, tasks={}, unavailable=lambda: None,
                            settings=SimpleNamespace(app_id="a"),
                            registered_queries=lambda: [{"id": "q1", "text": "SELECT ..."}],
                            metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"))

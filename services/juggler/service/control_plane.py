@@ -48,6 +48,12 @@ class ControlTask:
         """The registered queries: id -> the control offset of its accepted REGISTER."""
         self.pending: list[Record] = []
         self.restored = False
+        self.position: int | None = None
+        """The consumer's position on the control partition, when the runtime reads
+        it (the worker): past transaction markers, as a record's offset + 1 is not.
+        The worker's own copies (`_keep_registered`) end in a marker, and clearances
+        need the committed control offset at the log's end, so once nothing is pending
+        the task commits the position."""
 
     def restore(self, statuses: list[dict[str, Any]]) -> None:
         """The accepted set from the status topic (in log order)."""
@@ -66,9 +72,11 @@ class ControlTask:
     def run(self, outbox: Outbox, counts: RoundCounts) -> None:
         """Decide every pending command; the barriers of this round's accepted commands
         are the log ends asked once, now (they were all accepted at this moment)."""
-        if not self.pending:
-            return
         w = self.w
+        if not self.pending:
+            if self.position is not None:
+                outbox.offsets[(w.names.control, 0)] = self.position
+            return
         barriers: dict[int, dict[str, int]] | None = None
         for record in self.pending:
             if any(name == REWRITTEN_HEADER for name, _ in record.headers or ()):
@@ -86,7 +94,7 @@ class ControlTask:
                 self._keep_registered(record.key, outbox)
             self._status(command, record, problem, outbox)
         last = self.pending[-1]
-        outbox.offsets[(last.topic, last.partition)] = last.offset + 1
+        outbox.offsets[(last.topic, last.partition)] = max(last.offset + 1, self.position or 0)
         self.pending = []
 
     def _decode(self, record: Record, outbox: Outbox, counts: RoundCounts) -> dict[str, Any] | None:

@@ -87,7 +87,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 
 
 def _locked(worker: Any, read: Any) -> Any:
-    with worker.lock:
+    with worker.lock.reading():
         return read()
 
 
@@ -129,8 +129,10 @@ def _known(worker: Any, query_id: str, topic: str) -> bool:
 
 
 def _queries(worker: Any) -> Any:
+    """Read without the worker's lock, like `_known`: copying a task's dict of texts is
+    one step of the interpreter, which a round cannot interleave."""
     async def handler(request: web.Request) -> web.Response:
-        queries = await asyncio.to_thread(_locked, worker, worker.registered_queries)
+        queries = worker.registered_queries()
         return web.json_response({"queries": queries})
     return handler
 

@@ -161,11 +161,9 @@ class Transactions:
         self._callbacks()
         if outbox.empty():
             return
+        self.wait_for_room()
         outbox.submitted = perf_counter()
         with self._cond:
-            while self._busy and self._queued is not None \
-                    and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:
-                self._cond.wait()  # the loop is far ahead of the commits: let them catch up
             if self._failed is not None:
                 raise _again(self._failed)
             if self._busy:
@@ -178,6 +176,16 @@ class Transactions:
             self._busy = True
             self._start = (outbox, group_metadata)
             self._cond.notify_all()
+
+    def wait_for_room(self) -> None:
+        """Until fewer than `QUEUE_MAX` messages wait behind the transaction in flight
+        (at once if so): the loop is far ahead of the commits, so let them catch up.
+        `submit` waits so too; a caller holding a lock others read under waits here
+        first, without it (the loop is the only submitter, so the room stays)."""
+        with self._cond:
+            while self._busy and self._queued is not None \
+                    and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:
+                self._cond.wait()
 
     def wait(self) -> None:
         """Until everything submitted is committed; the `then` callbacks run here, in

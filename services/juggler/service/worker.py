@@ -36,6 +36,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from juggler.kafka.client_log import client_log, stamp
 from juggler.service.job import FAILURE_EXIT, Job
 from juggler.service.recovery import Backoff, Unrecoverable, diagnose
+from juggler.service.round_lock import RoundLock
 from juggler.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,8 +80,9 @@ class JugglerWorker(Job):
         self.tasks: dict[int, Any] = {}
         self.control: Any = None
         self.metrics = WorkerMetrics(self)
-        self.lock = threading.Lock()
-        """Held while a round runs; the HTTP thread takes it to read the tasks."""
+        self.lock = RoundLock()
+        """Held while a round changes the tasks (not while it waits, and handed over
+        between two tasks' batches); the HTTP pages take it to read them."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
@@ -433,11 +435,12 @@ class JugglerWorker(Job):
         from juggler.service.task import RoundCounts
         from juggler.service.transactions import Outbox
 
-        if self.control is not None and self.control.pending:
+        if self.control is not None and (self.control.pending or self._control_behind()):
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             self._commit(outbox, counts)
-            self.transactions.wait()  # clearance below needs the control offset committed
+            with self.lock.released():
+                self.transactions.wait()  # clearance below needs the control offset committed
             # and asks it of the group once more: commit_transaction returns before the
             # broker has written the markers that make the fanout copies readable, and
             # the group answers a stable offset only once its own marker is written
@@ -449,7 +452,8 @@ class JugglerWorker(Job):
         refresh: list[Any] = []
         until: float | None = None
         busy = False
-        for task in self.tasks.values():
+        for task in list(self.tasks.values()):
+            self.lock.pause()  # between two tasks' batches: a page waits for one at most
             wait = task.run(outbox, counts, self.settings.batch_max, now)
             if wait is None:
                 busy = True
@@ -480,6 +484,8 @@ class JugglerWorker(Job):
             return
         self.metrics.handed_over(counts)
         outbox.then(lambda: self.metrics.count(counts))
+        with self.lock.released():
+            self.transactions.wait_for_room()
         self.transactions.submit(outbox, self._group_metadata())
         self._committed.update(outbox.offsets)
 
@@ -495,13 +501,24 @@ class JugglerWorker(Job):
             self._group_meta = (self._generation, self.consumer.consumer_group_metadata())
         return self._group_meta[1]
 
+    def _control_behind(self) -> bool:
+        """Whether the control partition's position passed what was committed there
+        with nothing left to decide (a marker after the task's own copies)."""
+        position = self.control.position
+        return position is not None and position > self._committed.get((self.names.control, 0), -1)
+
     def _update_positions(self) -> None:
         """Each input's position (next offset to deliver, past transaction markers)."""
 
         tps = [TopicPartition(self.names.stream(s), p) for p in self.tasks for s in self.streams]
         tps += [TopicPartition(self.names.fanout, p) for p in self.tasks]
+        if self.control is not None:
+            tps.append(TopicPartition(self.names.control, 0))
         for tp in self.consumer.position(tps):
             if tp.offset < 0:
+                continue
+            if tp.topic == self.names.control:
+                self.control.position = tp.offset
                 continue
             task = self.tasks[tp.partition]
             if tp.topic == self.names.fanout:
@@ -603,10 +620,13 @@ class JugglerWorker(Job):
         wanted = {(self.names.stream(inp.stream), task.partition): inp
                   for task, inp in refresh if now - inp.end_at >= REFRESH_EVERY}
         if not wanted:
-            time.sleep(REFRESH_EVERY)
+            with self.lock.released():
+                time.sleep(REFRESH_EVERY)
             return
         asked, epoch = time.monotonic(), self._epoch
-        for tp, end in log_ends(self.admin, wanted).items():
+        with self.lock.released():
+            ends = log_ends(self.admin, wanted)
+        for tp, end in ends.items():
             wanted[tp].end, wanted[tp].end_at, wanted[tp].end_epoch = end, asked, epoch
 
     def _flow_control(self) -> None:
