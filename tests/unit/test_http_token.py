@@ -17,7 +17,8 @@ def fake_worker() -> SimpleNamespace:
     return SimpleNamespace(lock=RoundLock(), ready=True, tasks={}, unavailable=lambda: None,
                            settings=SimpleNamespace(app_id="a"),
                            registered_queries=lambda: [{"id": "q1", "text": "SELECT ..."}],
-                           metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"))
+                           metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"),
+                           results_store=SimpleNamespace(health=lambda: {"status": "ok"}))
 
 
 def get(port: int, path: str, token: str | None = None) -> int:
@@ -41,7 +42,8 @@ def test_queries_need_the_token(guarded: int, token: str | None, status: int) ->
 
 
 def test_health_and_metrics_stay_open(guarded: int) -> None:
-    assert (get(guarded, "/health"), get(guarded, "/metrics")) == (200, 200)
+    assert [get(guarded, path) for path in ("/health", "/health/results", "/metrics")] \
+        == [200, 200, 200]
 
 
 def test_no_token_means_open() -> None:

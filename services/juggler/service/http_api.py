@@ -13,7 +13,9 @@ worker 0.33 ms of CPU instead of 1.41 ms (docs/benchmarks.md, section manyquerie
 - `GET /progress`: per owned partition and stream partition, the next offset to
   process against the log end (asked now), and whether everything in the log is done;
 - `GET /health`: 200 once the assigned partitions are restored, 503 before, and 503
-  with the reason while the worker cannot commit (`JugglerWorker.unavailable`);
+  with the reason while the worker cannot commit (`JugglerWorker.unavailable`); its
+  `results_index` says how the results index is (`results_health`);
+- `GET /health/results`: 503 while the results index is failed;
 - `GET /metrics`: Prometheus text.
 
 With a token, every page but `/health` and `/metrics` requires it (`http_auth`).
@@ -51,6 +53,7 @@ def serve(worker: Any, host: str, port: int, token: str | None = None) -> Server
                     web.get("/queries", _queries(worker)),
                     web.get("/progress", _progress(worker)),
                     web.get("/health", _health(worker)),
+                    web.get("/health/results", results_health(worker)),
                     web.get("/metrics", _metrics(worker))])
     started = threading.Event()
     bound: list[int] = []
@@ -115,7 +118,8 @@ def results_handler(worker: Any) -> Any:
         if not results and not _known(worker, query_id, topic):
             return web.json_response({"error": f"no query {query_id!r} is registered here "
                                                f"and no result of it is kept"}, status=404)
-        return web.Response(body=page_body(results, positions), content_type="application/json")
+        body = page_body(results, positions, worker.results_store.behind(topic))
+        return web.Response(body=body, content_type="application/json")
     return handler
 
 
@@ -175,7 +179,8 @@ def _health(worker: Any) -> Any:
     commit holds it, and that is when `/health` must answer why (copying the tasks'
     keys is one atomic step)."""
     async def handler(request: web.Request) -> web.Response:
-        body = {"app": worker.settings.app_id, "partitions": sorted(list(worker.tasks))}
+        body = {"app": worker.settings.app_id, "partitions": sorted(list(worker.tasks)),
+                "results_index": worker.results_store.health()}
         reason = worker.unavailable()
         if reason is not None:
             return web.json_response({"status": "unavailable", "reason": reason, **body},
@@ -183,6 +188,19 @@ def _health(worker: Any) -> Any:
         ready = worker.ready
         return web.json_response({"status": "ok" if ready else "starting", **body},
                                  status=200 if ready else 503)
+    return handler
+
+
+def results_health(worker: Any) -> Any:
+    """`GET /health/results`: the results index alone, 200 while
+    its indexer runs (behind by a moment or not) and 503 while it is failed, until a
+    restarted one caught up. Apart from `/health` because the worker's processing is
+    fine meanwhile: a liveness probe must not restart it for this, while a readiness
+    probe of a Service that serves the results API may take it out (every worker indexes
+    the same topics, so another one answers in full)."""
+    async def handler(request: web.Request) -> web.Response:
+        index = worker.results_store.health()
+        return web.json_response(index, status=503 if index["status"] == "failed" else 200)
     return handler
 
 

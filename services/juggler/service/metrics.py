@@ -97,6 +97,7 @@ class WorkerMetrics:
         r.register(_EngineCollector(worker))
         r.register(_LoopCollector(worker.clock))
         r.register(_ConsumerLagCollector(worker))
+        r.register(_ResultsIndexCollector(worker))
         # Every label value known in advance is exported from the start, at 0: a counter
         # that appears only at its first increment hides that increment from rate().
         for stream in worker.catalog:
@@ -328,3 +329,37 @@ class _ConsumerLagCollector:
                 if offset is not None and high is not None and high >= 0:
                     g.add_metric([topic, str(p)], max(0, high - offset))
         yield g
+
+
+class _ResultsIndexCollector:
+    """The results index's failures and lag, read from its store at scrape time: an
+    index that stopped or fell behind serves pages short of the topic, and nothing
+    else on the worker shows it."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    def describe(self) -> Iterable[Any]:
+        return []
+
+    def collect(self) -> Iterable[Any]:
+        store = getattr(self.worker, "results_store", None)
+        failures = CounterMetricFamily(
+            "juggler_results_index_failures",
+            "Times the results index's process failed (a full disk) and was started "
+            "again with back-off (docs/worker.md, \"Faults\")")
+        failures.add_metric([], store.failures if store is not None else 0)
+        yield failures
+        health = store.health() if store is not None else {"lag": None, "status": "failed"}
+        if health["lag"] is not None:
+            lag = GaugeMetricFamily(
+                "juggler_results_index_lag",
+                "Records of the results topics committed but not yet in the results "
+                "index (its ends against the topics' log ends, asked every second)")
+            lag.add_metric([], health["lag"])
+            yield lag
+        up = GaugeMetricFamily("juggler_results_index_up",
+                               "0 from a failure of the results index's process until a "
+                               "restarted one caught up with the topics, 1 otherwise")
+        up.add_metric([], 0 if health["status"] == "failed" else 1)
+        yield up

@@ -27,6 +27,16 @@ Why SQLite: it is in the standard library, indexes and pages exactly as needed, 
 needs no server. The table lives in a temporary directory and is rebuilt from the topics
 at every start (the topics are what is durable).
 
+The indexing process can fail on its own (a full disk: `database or disk is full`), and
+a cache that stops silently makes the API serve a fraction of the results as if that
+were all. So the store watches it (`_watch`, a thread of the worker's process): a
+failed indexer is counted, said on `/health` and in every page (`behind`), and started
+again with back-off; the new one resumes from the `ends` table rather than rebuilding,
+because a transaction that failed left nothing half-written, what is indexed stays
+correct, and a rebuild would need again the space a full disk just lacked. The watch
+also measures the index's lag (records of its topics' committed log ends not yet
+indexed), so a page says when the index is behind the topic.
+
 The index follows the topics' retention, or it would grow without bound and serve
 results Kafka has deleted: every `TRIM_INTERVAL` the indexing process asks each indexed
 partition's log start and deletes the rows below it (`trim`); a cursor from before
@@ -45,6 +55,7 @@ import os
 import queue
 import shutil
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -57,6 +68,7 @@ from juggler.engine.native import result_json
 from juggler.kafka.client_log import client_log, unwatched, watched
 from juggler.kafka.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends
+from juggler.service.recovery import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +111,20 @@ and in steps, and serving a result a minute past its deletion on a 7-day retenti
 harms nobody; a pass costs a ListOffsets request per broker, too much for every round
 of 0.2 s, nothing once a minute. Tests shorten it (`Settings.results_trim_interval`)."""
 
+RESTART_FIRST, RESTART_MOST = 0.5, 30.0
+"""Back-off between restarts of a failed indexing process: doubling from 0.5 s to 30 s,
+and back to 0.5 once a restarted one has caught up. A full disk stays full for a while;
+an indexer retrying every half second would fill the log with the same error."""
+
+WATCH_INTERVAL = 1.0
+"""Seconds between the watch's looks at the indexing process and its lag: a log-end
+request per broker a second is little, and a page's `behind` is at most that stale."""
+
+FAULT_ENV = "JUGGLER_RESULTS_INDEX_FAULT"
+"""A test's fault injection: while the file this names exists, the indexing process's
+writes fail as on a full disk (the same exception, raised where `_append` would run),
+so the failure, the restarts and the catching up go through the real code path."""
+
 TP = tuple[str, int]
 Row = tuple[str, str, int, int, str]
 
@@ -129,18 +155,35 @@ class ResultsStore:
         self.path = os.path.join(self._dir.name, "results.db")
         self._local = threading.local()
         self._connection().executescript(SCHEMA)
-        context = multiprocessing.get_context("spawn")  # no fork of librdkafka's threads
-        self._follow: Any = context.Queue()
+        self._context = multiprocessing.get_context("spawn")  # no fork of librdkafka's threads
+        self._follow: Any = self._context.Queue()
         self._follow.cancel_join_thread()  # an exit never waits on a dead indexer's pipe
-        self._stop = context.Event()
+        self._errors: Any = self._context.Queue()
+        self._errors.cancel_join_thread()
+        self._stop = self._context.Event()
+        self._client_config = client_config
+        self._args = (self.path, unwatched(client_config), codec, loglevel, self._follow,
+                      self._stop, trim_interval, self._errors)
+        self._topics: set[str] = set()
+        self._guard = threading.Lock()  # a restart against `stop`
+        self.failures = 0
+        """Times the indexing process failed (`juggler_results_index_failures_total`)."""
+        self.failure: str | None = None
+        """Why the last indexing process failed, until a restarted one caught up."""
+        self.lag: dict[str, int] = {}
+        """Per indexed topic, its records committed but not yet indexed, as last asked
+        (a topic is missing until its lag was first measured)."""
         self.follow(topic)
-        self.process = context.Process(
-            target=_index, name="juggler-results-index", daemon=True,
-            args=(self.path, unwatched(client_config), codec, loglevel, self._follow,
-                  self._stop, trim_interval))
+        self.process = self._new_process()
+
+    def _new_process(self) -> Any:
+        return self._context.Process(target=_index, name="juggler-results-index",
+                                     daemon=True, args=self._args)
 
     def start(self) -> None:
         self.process.start()
+        threading.Thread(target=self._watch, name="juggler-results-watch",
+                         daemon=True).start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the indexing process, then remove the index's directory (once the writer
@@ -148,17 +191,118 @@ class ResultsStore:
         Connections still open in other threads (the HTTP thread's) do not hold the
         removal up on Linux, where an open file can be unlinked; they go on reading the
         unlinked files until the process exits."""
-        if self.process.pid is not None:
-            self._stop.set()
-            self.process.join(timeout)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join()
+        with self._guard:
+            self._stop.set()  # also ends the watch, which restarts nothing from now on
+            if self.process.pid is not None:
+                self.process.join(timeout)
+                if self.process.is_alive():
+                    self.process.kill()
+                    self.process.join()
         self._dir.cleanup()
+
+    # watching the indexing process ------------------------------------------------
+
+    def running(self) -> bool:
+        return self.failure is None and self.process.is_alive()
+
+    def behind(self, topic: str) -> bool:
+        """Whether a page of `topic` may miss results the topic holds: the indexer is
+        failed or restarting, its lag is not measured yet, or it was not zero."""
+        return not self.running() or self.lag.get(topic, 1) > 0
+
+    def health(self) -> dict[str, Any]:
+        """The index's part of `/health`: `ok`, `behind` (records not indexed yet, as
+        every live index is for a moment) or `failed` (with why, until a restarted
+        indexer caught up)."""
+        lag = sum(self.lag.values()) if self._topics <= self.lag.keys() else None
+        status = "failed" if not self.running() else "ok" if lag == 0 else "behind"
+        return {"status": status, "lag": lag, "failures": self.failures,
+                **({"reason": self.failure} if self.failure is not None else {})}
+
+    def _watch(self) -> None:
+        """Restart a failed indexing process with back-off, and measure the lag, until
+        `stop`. A restarted indexer has caught up once its ends reach the log ends
+        measured after its start: under steady traffic a live index is rarely at lag 0
+        at the moment it is asked, so waiting for 0 could keep it "failed" for good."""
+        backoff = Backoff(RESTART_FIRST, RESTART_MOST)
+        restart_at: float | None = None
+        target: dict[TP, int] | None = None  # what a restarted indexer must reach
+        admin: Any = None
+        while not self._stop.wait(WATCH_INTERVAL if restart_at is None else
+                                  max(0.0, min(WATCH_INTERVAL, restart_at - time.monotonic()))):
+            if restart_at is None and not self.process.is_alive():
+                self.failures += 1
+                self.failure = self._reason()
+                wait = backoff.next()
+                log.error("the results index failed (%s); pages say they are behind, and "
+                          "it is started again in %.1f s", self.failure, wait)
+                restart_at = time.monotonic() + wait
+            if restart_at is not None and time.monotonic() >= restart_at:
+                with self._guard:
+                    if self._stop.is_set():
+                        return
+                    for topic in list(self._topics):  # the failed one drained the queue
+                        self._follow.put(topic)
+                    self.process = self._new_process()
+                    self.process.start()
+                restart_at, target = None, None
+            if admin is None:
+                from confluent_kafka.admin import AdminClient
+
+                admin = AdminClient({**self._client_config, "log_level": 3})
+                client_log().serve(admin)
+            measured = self._measure(admin)
+            if measured is None:  # a new one next time: librdkafka's admin client can
+                client_log().forget(admin)  # come out of an outage unable to reach
+                admin = None                # the cluster (`Job.renew_admin`)
+            elif self.failure is not None and restart_at is None and self.process.is_alive():
+                indexed, ends = measured
+                if target is None:
+                    target = ends
+                if self._topics <= self.lag.keys() \
+                        and all(indexed.get(tp, 0) >= end for tp, end in target.items()):
+                    log.info("the results index caught up again after %d failures",
+                             self.failures)
+                    self.failure = None
+                    backoff.reset()
+
+    def _reason(self) -> str:
+        reasons = []
+        while True:
+            try:
+                reasons.append(self._errors.get_nowait())
+            except queue.Empty:
+                break
+        return reasons[-1] if reasons else f"exit status {self.process.exitcode}"
+
+    def _measure(self, admin: Any) -> tuple[dict[TP, int], dict[TP, int]] | None:
+        """`lag` from the `ends` table against the topics' committed log ends, and both
+        of them; `lag` is left as it was, and None returned, while the cluster does not
+        answer."""
+        from confluent_kafka import KafkaException
+
+        indexed = {(t, p): o for t, p, o in self._connection().execute(
+            "SELECT topic, partition, offset FROM ends")}
+        tps = set(indexed)
+        try:
+            for topic in self._topics - {t for t, _ in indexed}:  # nothing indexed yet
+                meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+                if meta is not None and meta.error is None:
+                    tps |= {(topic, p) for p in meta.partitions}
+            ends = log_ends(admin, sorted(tps), 5.0) if tps else {}
+        except KafkaException as exc:
+            log.debug("the results index's lag is not measured now: %s", exc)
+            return None
+        lag = {topic: 0 for topic, _ in ends}
+        for tp, end in ends.items():
+            lag[tp[0]] += max(0, end - indexed.get(tp, 0))
+        self.lag = lag
+        return indexed, ends
 
     def follow(self, topic: str) -> None:
         """Index `topic` too (a query's own results topic), from its beginning; called
         when a query with its own topic is registered or restored here. Idempotent."""
+        self._topics.add(topic)
         self._follow.put(topic)
 
     def _connection(self) -> sqlite3.Connection:
@@ -275,10 +419,12 @@ def _trim_to_log_starts(conn: sqlite3.Connection, admin: Any, tps: list[TP],
 
 
 def _index(path: str, client_config: dict[str, Any], options: CodecOptions, loglevel: str,
-           follow: Any, stop: Any, trim_interval: float) -> None:
-    """The indexing process: read the wanted topics from their beginnings and append
-    each committed result, and every `trim_interval` drop what retention deleted, until
-    `stop` is set or the worker is gone."""
+           follow: Any, stop: Any, trim_interval: float, errors: Any) -> None:
+    """The indexing process: read the wanted topics from where the `ends` table says the
+    index got to (their beginnings in a new index) and append each committed result, and
+    every `trim_interval` drop what retention deleted, until `stop` is set or the worker
+    is gone. A failure is put on `errors` and ends the process with status 1, for the
+    worker's watch to restart it."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -290,23 +436,27 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     codec = options.codec()
     header = codec.single_object_header(RESULT)
     parent = multiprocessing.parent_process()
+    fault = os.environ.get(FAULT_ENV)
     client_config = watched(client_config)
     consumer = Consumer({**client_config, **INDEX_FETCH, "group.id": "juggler-results-index",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "log_level": 3})
+                         "auto.offset.reset": "earliest", "log_level": 3})
     admin = AdminClient({**client_config, "log_level": 3})
     client_log().serve(admin)
     wanted: set[str] = set()
     read: set[str] = set()
     assigned: list[Any] = []
-    written: dict[TP, int] = {}
+    written: dict[TP, int] = {(t, p): o for t, p, o in conn.execute(
+        "SELECT topic, partition, offset FROM ends")}
+    resume = dict(written)
     trimmed: dict[TP, int] = {}
     next_trim = time.monotonic() + trim_interval  # read from the log starts: nothing below
+    failed = False
     try:
         while not stop.is_set() and (parent is None or parent.is_alive()):
             wanted |= _drain(follow)
             if len(read) < len(wanted):
-                assigned += _assign_new(consumer, wanted - read, read)
+                assigned += _assign_new(consumer, wanted - read, read, resume)
             rows = []
             for m in consumer.consume(5000, timeout=0.2):
                 if m.error() is None and (row := _row(m, codec, header)) is not None:
@@ -316,21 +466,26 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
             moved = {(tp.topic, tp.partition): tp.offset for tp in positions
                      if tp.offset >= 0 and written.get((tp.topic, tp.partition)) != tp.offset}
             if rows or moved:  # an idle index writes nothing five times a second
+                if fault is not None and os.path.exists(fault):
+                    raise sqlite3.OperationalError(f"database or disk is full ({fault} exists)")
                 _append(conn, rows, moved)
                 written.update(moved)
             if assigned and time.monotonic() >= next_trim:
                 _trim_to_log_starts(conn, admin, [(t.topic, t.partition) for t in assigned],
                                     trimmed)
                 next_trim = time.monotonic() + trim_interval
-    except Exception:  # the index is a cache: a failure must not stop the worker
-        log.exception("the results index stopped; /queries/<id>/results serves what "
-                      "it indexed so far")
+    except Exception as exc:  # the index is a cache: a failure must not stop the worker
+        log.exception("the results index failed; the worker starts it again")
+        errors.put(f"{type(exc).__name__}: {exc}")
+        failed = True
     finally:
         consumer.close()
         if parent is not None and not parent.is_alive():
             # the worker's process died without its clean-up (SIGKILL, or `os._exit`
             # on a failure): nobody else will remove the directory
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    if failed:
+        sys.exit(1)
 
 
 def _drain(follow: Any) -> set[str]:
@@ -342,10 +497,12 @@ def _drain(follow: Any) -> set[str]:
             return topics
 
 
-def _assign_new(consumer: Any, topics: set[str], read: set[str]) -> list[Any]:
-    """Start reading, from the beginning, every one of `topics` the broker already
-    knows (a topic created a moment ago, or asked while the cluster does not answer, is
-    tried again at the next round)."""
+def _assign_new(consumer: Any, topics: set[str], read: set[str],
+                resume: dict[TP, int]) -> list[Any]:
+    """Start reading every one of `topics` the broker already knows (a topic created a
+    moment ago, or asked while the cluster does not answer, is tried again at the next
+    round), each partition from its offset in `resume` (what a failed indexer before
+    this one indexed) or its beginning."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
     new = []
@@ -356,7 +513,8 @@ def _assign_new(consumer: Any, topics: set[str], read: set[str]) -> list[Any]:
             break
         if meta is None or meta.error is not None or not meta.partitions:
             continue
-        new += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)]
+        new += [TopicPartition(topic, p, resume.get((topic, p), OFFSET_BEGINNING))
+                for p in sorted(meta.partitions)]
         read.add(topic)
     if new:
         consumer.incremental_assign(new)
