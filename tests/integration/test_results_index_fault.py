@@ -10,12 +10,12 @@ full" (`results_store.FAULT_ENV`); a tmpfs too small for the index needs root.""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_results_retention import wait_for
 from test_worker_harness import Client, WorkerProcess, unique
 
 from juggler.service.results_store import FAULT_ENV
@@ -23,13 +23,6 @@ from juggler.service.results_store import FAULT_ENV
 pytestmark = pytest.mark.integration
 
 QUERY = "SELECT * FROM B, H WHERE B.temp > H.vib MAXWINDOW 5 sec"
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def events(first: int, count: int) -> list[tuple[str, str, int, dict[str, Any]]]:
@@ -121,7 +114,7 @@ def test_a_failed_index_says_it_is_behind_and_catches_up_once_the_fault_clears(
     assert metric(worker, "juggler_results_index_up") == 0
 
     fault.unlink()  # the space is back
-    wait_for(lambda: served(worker) == (after, False), "the index to catch up")
+    wait_for(lambda: served(worker) == (after, False), "the index to catch up", 90.0)
     wait_for(lambda: index_health(worker)["status"] == "ok", "/health to say it is ok")
     assert worker.get("/health/results")[0] == 200
     assert metric(worker, "juggler_results_index_lag") == 0
