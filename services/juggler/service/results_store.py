@@ -173,6 +173,11 @@ class ResultsStore:
         self.lag: dict[str, int] = {}
         """Per indexed topic, its records committed but not yet indexed, as last asked
         (a topic is missing until its lag was first measured)."""
+        # the watch's own (`_watch`)
+        self._backoff = Backoff(RESTART_FIRST, RESTART_MOST)
+        self._restart_at: float | None = None
+        self._target: dict[TP, int] | None = None  # what a restarted indexer must reach
+        self._admin: Any = None
         self.follow(topic)
         self.process = self._new_process()
 
@@ -223,48 +228,53 @@ class ResultsStore:
         """Restart a failed indexing process with back-off, and measure the lag, until
         `stop`. A restarted indexer has caught up once its ends reach the log ends
         measured after its start: under steady traffic a live index is rarely at lag 0
-        at the moment it is asked, so waiting for 0 could keep it "failed" for good."""
-        backoff = Backoff(RESTART_FIRST, RESTART_MOST)
-        restart_at: float | None = None
-        target: dict[TP, int] | None = None  # what a restarted indexer must reach
-        admin: Any = None
-        while not self._stop.wait(WATCH_INTERVAL if restart_at is None else
-                                  max(0.0, min(WATCH_INTERVAL, restart_at - time.monotonic()))):
-            if restart_at is None and not self.process.is_alive():
-                self.failures += 1
-                self.failure = self._reason()
-                wait = backoff.next()
-                log.error("the results index failed (%s); pages say they are behind, and "
-                          "it is started again in %.1f s", self.failure, wait)
-                restart_at = time.monotonic() + wait
-            if restart_at is not None and time.monotonic() >= restart_at:
-                with self._guard:
-                    if self._stop.is_set():
-                        return
-                    for topic in list(self._topics):  # the failed one drained the queue
-                        self._follow.put(topic)
-                    self.process = self._new_process()
-                    self.process.start()
-                restart_at, target = None, None
-            if admin is None:
-                from confluent_kafka.admin import AdminClient
+        at the moment it is asked, so waiting for 0 could keep it "failed" for good.
+        An error of the watch itself is logged and the watch goes on: a watch that died
+        silently would leave the index unwatched again."""
+        while not self._stop.wait(WATCH_INTERVAL if self._restart_at is None else max(
+                0.0, min(WATCH_INTERVAL, self._restart_at - time.monotonic()))):
+            try:
+                self._look()
+            except Exception:
+                log.exception("the results index's watch failed; it looks again in %.0f s",
+                              WATCH_INTERVAL)
 
-                admin = AdminClient({**self._client_config, "log_level": 3})
-                client_log().serve(admin)
-            measured = self._measure(admin)
-            if measured is None:  # a new one next time: librdkafka's admin client can
-                client_log().forget(admin)  # come out of an outage unable to reach
-                admin = None                # the cluster (`Job.renew_admin`)
-            elif self.failure is not None and restart_at is None and self.process.is_alive():
-                indexed, ends = measured
-                if target is None:
-                    target = ends
-                if self._topics <= self.lag.keys() \
-                        and all(indexed.get(tp, 0) >= end for tp, end in target.items()):
-                    log.info("the results index caught up again after %d failures",
-                             self.failures)
-                    self.failure = None
-                    backoff.reset()
+    def _look(self) -> None:
+        if self._restart_at is None and not self.process.is_alive():
+            self.failures += 1
+            self.failure = self._reason()
+            wait = self._backoff.next()
+            log.error("the results index failed (%s); pages say they are behind, and "
+                      "it is started again in %.1f s", self.failure, wait)
+            self._restart_at = time.monotonic() + wait
+        if self._restart_at is not None and time.monotonic() >= self._restart_at:
+            with self._guard:
+                if self._stop.is_set():
+                    return
+                for topic in list(self._topics):  # the failed one drained the queue
+                    self._follow.put(topic)
+                self.process = self._new_process()
+                self.process.start()
+            self._restart_at, self._target = None, None
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({**self._client_config, "log_level": 3})
+            client_log().serve(self._admin)
+        measured = self._measure(self._admin)
+        if measured is None:  # a new one next time: librdkafka's admin client can come
+            client_log().forget(self._admin)  # out of an outage unable to reach the
+            self._admin = None                # cluster (`Job.renew_admin`)
+        elif self.failure is not None and self._restart_at is None \
+                and self.process.is_alive():
+            indexed, ends = measured
+            if self._target is None:
+                self._target = ends
+            if all(indexed.get(tp, 0) >= end for tp, end in self._target.items()):
+                log.info("the results index caught up again after %d failures",
+                         self.failures)
+                self.failure = None
+                self._backoff.reset()
 
     def _reason(self) -> str:
         reasons = []
@@ -293,7 +303,9 @@ class ResultsStore:
         except KafkaException as exc:
             log.debug("the results index's lag is not measured now: %s", exc)
             return None
-        lag = {topic: 0 for topic, _ in ends}
+        # a topic the cluster does not know (not created yet, or deleted) has nothing
+        # to index: counted as 0, or a restarted indexer would never be caught up
+        lag = dict.fromkeys(self._topics | {topic for topic, _ in ends}, 0)
         for tp, end in ends.items():
             lag[tp[0]] += max(0, end - indexed.get(tp, 0))
         self.lag = lag
