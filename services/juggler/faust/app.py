@@ -184,6 +184,8 @@ class Health(View):
 
     async def get(self, request: Request) -> Response:
         body = {"app": settings.app_id, "runtime": "faust", "partitions": sorted(job.tasks)}
+        if job.results_store is not None:  # its indexer watched as the worker's is
+            body["results_index"] = job.results_store.health()
         reason = job.unavailable()
         if reason is not None:
             return self.json({"status": "unavailable", "reason": reason, **body}, status=503)
