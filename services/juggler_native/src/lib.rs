@@ -19,6 +19,7 @@
 //! `EventDecoder` `juggler.codec.avro.Codec.native_decoder` builds.
 
 pub mod avro;
+pub mod blocks;
 pub mod decode;
 pub mod lists;
 pub mod operator;

@@ -9,8 +9,13 @@
 //! (a difference within rounding of a constant, an int beyond 64 bits) goes to
 //! `Exact`, which Python answers with rational arithmetic.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 
+use rustc_hash::FxHashMap;
+
+use crate::blocks::{At, Blocked, Few, Member, QSet, first};
 use crate::value::{NumKey, V, num_key};
 
 /// The exact fallback: whether predicate `pred` holds on these values.
@@ -121,38 +126,11 @@ impl Iterator for Bits<'_> {
     }
 }
 
-/// The first p in 0..n for which `pred` holds (n if none), `pred` being false and
-/// then true.
-fn first(n: usize, pred: impl Fn(usize) -> bool) -> usize {
-    let (mut a, mut b) = (0, n);
-    while a < b {
-        let mid = (a + b) / 2;
-        if pred(mid) { b = mid } else { a = mid + 1 }
-    }
-    a
-}
+/// A threshold as a range list orders its entries: (tf, ti, predicate).
+pub type Threshold = (f64, i128, u32);
 
-/// Rows 0..=n of unions of entries' masks (stride nw): row p is entries[..p] or, with
-/// `suffix`, entries[p..].
-fn unions(entries: &[RangeEntry], nw: usize, suffix: bool) -> Vec<u64> {
-    let n = entries.len();
-    let mut table = vec![0; (n + 1) * nw];
-    if suffix {
-        for p in (0..n).rev() {
-            let (head, tail) = table.split_at_mut((p + 1) * nw);
-            let row = &mut head[p * nw..];
-            row.copy_from_slice(&tail[..nw]);
-            or_into(row, &entries[p].mask);
-        }
-    } else {
-        for p in 1..=n {
-            let (head, tail) = table.split_at_mut(p * nw);
-            let row = &mut tail[..nw];
-            row.copy_from_slice(&head[(p - 1) * nw..]);
-            or_into(row, &entries[p - 1].mask);
-        }
-    }
-    table
+fn cmp2(a: (f64, i128), b: (f64, i128)) -> Ordering {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
 }
 
 #[derive(Clone, Debug)]
@@ -164,134 +142,291 @@ pub struct RangeEntry {
     /// The integer threshold: an int (or an exact int difference) satisfies the
     /// predicate iff it is `>= ti` (lower) or `<= ti` (upper).
     pub ti: i128,
-    pub mask: Vec<u64>,
+    pub set: QSet,
+}
+
+impl Member for RangeEntry {
+    fn set(&self) -> &QSet {
+        &self.set
+    }
+    fn set_mut(&mut self) -> &mut QSet {
+        &mut self.set
+    }
+}
+
+fn range_order(a: &RangeEntry, b: &RangeEntry) -> Ordering {
+    cmp2((a.tf, a.ti), (b.tf, b.ti)).then(a.pred.cmp(&b.pred))
 }
 
 /// `>`/`>=` (lower: satisfied above the constants) or `<`/`<=` predicates on one
-/// column (attribute) or on one difference `l - f*r` (pair), sorted by threshold.
+/// column (attribute) or on one difference `l - f*r` (pair), sorted by threshold in
+/// `Blocked` storage: the queries failing at a value are the entries past it (a lower
+/// list) or before it (an upper one), one union row and at most a block's entries.
 #[derive(Clone, Debug)]
 pub struct RangeList {
     pub lower: bool,
     pub factor: Option<Factor>,
-    pub entries: Vec<RangeEntry>,
-    tf: Vec<f64>,
-    ti: Vec<i128>,
-    /// Row p (stride nw): the queries failing when the value sits at position p:
-    /// entries[p..] for a lower list, entries[..p] for an upper one.
-    table: Vec<u64>,
-    /// The other way round, row p: entries[..p] for a lower list, entries[p..] for an
-    /// upper one, so the loosest entry of a group of queries is a binary search.
-    loose: Vec<u64>,
-    /// A query's own thresholds: the query bits of the entries (each entry once per
-    /// query of its mask), sorted, and the entries' positions alongside. Two
-    /// vectors of u32 rather than one of (usize, usize): the binary search for a
-    /// query's bit, run for every query a retrieval plans, reads a quarter of the
-    /// memory (at n=1,000 these are cache misses).
-    own_bits: Vec<u32>,
-    own_at: Vec<u32>,
+    sorted: Blocked<RangeEntry>,
+    /// Each block's first thresholds, contiguous: a probe's first binary search reads
+    /// these, not the entries (64 bytes each, spread over the blocks).
+    heads_tf: Vec<f64>,
+    heads_ti: Vec<i128>,
+    /// Per predicate in the list, its thresholds.
+    preds: FxHashMap<u32, Pred>,
+    /// Per query bit, its predicates in the list: its own thresholds, for a group of a
+    /// few queries' loosest, a query's tightest, and where a deleted query's remaining
+    /// entries are.
+    own: FxHashMap<u32, Few>,
     nw: usize,
+    /// Counts changes to the entries' positions (see `or_tighter`), from 1.
+    version: u64,
+}
+
+/// A predicate of a range list: its thresholds.
+#[derive(Clone, Copy, Debug)]
+struct Pred {
+    tf: f64,
+    ti: i128,
+}
+
+/// A position in a range list remembered with the list's version then (see
+/// `RangeList::or_tighter`). Atomics only to be shareable as the Python class must
+/// be; the operator runs under the GIL.
+#[derive(Debug, Default)]
+pub struct AtCache([AtomicU64; 2]);
+
+impl AtCache {
+    fn get(&self, version: u64) -> Option<At> {
+        (self.0[0].load(Relaxed) == version).then(|| {
+            let at = self.0[1].load(Relaxed);
+            ((at >> 32) as usize, at as u32 as usize)
+        })
+    }
+
+    fn set(&self, version: u64, (k, j): At) {
+        self.0[1].store(((k as u64) << 32) | j as u64, Relaxed);
+        self.0[0].store(version, Relaxed);
+    }
+}
+
+impl Clone for AtCache {
+    fn clone(&self) -> Self {
+        AtCache::default()
+    }
 }
 
 impl RangeList {
-    pub fn new(lower: bool, factor: Option<Factor>) -> Self {
-        RangeList { lower, factor, entries: Vec::new(), tf: Vec::new(), ti: Vec::new(), table: Vec::new(), loose: Vec::new(),
-                    own_bits: Vec::new(), own_at: Vec::new(), nw: 0 }
+    pub fn new(lower: bool, factor: Option<Factor>, nw: usize) -> Self {
+        RangeList { lower, factor, sorted: Blocked::new(true, nw), heads_tf: Vec::new(), heads_ti: Vec::new(),
+                    preds: FxHashMap::default(), own: FxHashMap::default(), nw, version: 1 }
     }
 
-    pub fn rebuild(&mut self, nw: usize) {
-        self.entries.sort_by(|a, b| a.tf.total_cmp(&b.tf).then(a.ti.cmp(&b.ti)));
-        self.tf = self.entries.iter().map(|e| e.tf).collect();
-        self.ti = self.entries.iter().map(|e| e.ti).collect();
+    /// Entries (predicates) in the list.
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    fn heads(&mut self) {
+        self.heads_tf = self.sorted.blocks().iter().map(|b| b.entries[0].tf).collect();
+        self.heads_ti = self.sorted.blocks().iter().map(|b| b.entries[0].ti).collect();
+    }
+
+    /// The first position whose thresholds are not `below`, searched in the heads,
+    /// then in one block.
+    #[inline(always)]
+    fn position(&self, below: impl Fn(f64, i128) -> bool) -> At {
+        let k0 = first(self.heads_tf.len(), |k| !below(self.heads_tf[k], self.heads_ti[k]));
+        self.sorted.locate(k0, |e| below(e.tf, e.ti))
+    }
+
+    /// Where predicate `pred` with thresholds (tf, ti) is, or would go; whether it is
+    /// there.
+    fn find(&self, tf: f64, ti: i128, pred: u32) -> (At, bool) {
+        let mut at = self.position(|a, b| cmp2((a, b), (tf, ti)) == Ordering::Less);
+        while at.0 < self.sorted.blocks().len() {
+            let e = self.sorted.entry(at);
+            if cmp2((e.tf, e.ti), (tf, ti)) != Ordering::Equal || e.pred >= pred {
+                return (at, e.pred == pred && cmp2((e.tf, e.ti), (tf, ti)) == Ordering::Equal);
+            }
+            at = self.sorted.next(at);
+        }
+        (at, false)
+    }
+
+    /// Add query `bit`'s predicate `pred` with thresholds (tf, ti). `bulk`: it waits
+    /// for `settle`, which sorts every waiting entry in at once.
+    pub fn add(&mut self, pred: u32, tf: f64, ti: i128, bit: u32, bulk: bool) {
+        self.own.entry(bit).or_default().add(pred);
+        self.preds.entry(pred).or_insert(Pred { tf, ti });
+        self.version += 1;
+        if bulk {
+            self.sorted.push(RangeEntry { pred, tf, ti, set: QSet::one(bit, self.nw) });
+            return;
+        }
+        let (at, found) = self.find(tf, ti, pred);
+        let blocks = self.sorted.blocks().len();
+        if found {
+            self.sorted.add_bit(at, bit);
+        } else {
+            self.sorted.insert(at, RangeEntry { pred, tf, ti, set: QSet::one(bit, self.nw) });
+        }
+        if self.sorted.blocks().len() != blocks || at.1 == 0 || at.0 >= blocks {
+            self.heads();
+        }
+    }
+
+    /// Remove query `bit` from predicate `pred`'s entry (the entry goes with its last
+    /// query).
+    pub fn remove(&mut self, pred: u32, bit: u32) {
+        debug_assert!(!self.sorted.unsettled());
+        let Some(&Pred { tf, ti, .. }) = self.preds.get(&pred) else { return };
+        self.version += 1;
+        if let Some(own) = self.own.get_mut(&bit) {
+            own.remove(pred);
+            if own.is_empty() {
+                self.own.remove(&bit);
+            }
+        }
+        let (at, found) = self.find(tf, ti, pred);
+        if !found {
+            return;
+        }
+        if self.sorted.take_bit(at, bit).is_some() {
+            self.preds.remove(&pred);
+        }
+        self.heads();
+        let blocks: Vec<usize> = self.own_keys(bit as usize).map(|(tf, ti, p)| self.find(tf, ti, p).0.0).collect();
+        let span = blocks.iter().min().map(|&a| (a, *blocks.iter().max().unwrap()));
+        self.sorted.fix_rows(bit, span);
+        self.heads();
+    }
+
+    /// Sort in what `add` left waiting, for masks of `nw` words (also after the mask
+    /// size changed: the blocks are cut for it).
+    pub fn settle(&mut self, nw: usize) {
         self.nw = nw;
-        let (prefix, suffix) = (unions(&self.entries, nw, false), unions(&self.entries, nw, true));
-        (self.table, self.loose) = if self.lower { (suffix, prefix) } else { (prefix, suffix) };
-        let mut positions: Vec<(u32, u32)> =
-            self.entries.iter().enumerate().flat_map(|(p, e)| bits(&e.mask).map(move |b| (b as u32, p as u32))).collect();
-        positions.sort_unstable();
-        (self.own_bits, self.own_at) = positions.into_iter().unzip();
+        self.version += 1;
+        self.sorted.settle(nw, range_order);
+        self.heads();
+    }
+
+    pub fn unsettled(&self) -> bool {
+        self.sorted.unsettled()
+    }
+
+    /// Query `bit`'s thresholds in the list.
+    fn own_keys(&self, bit: usize) -> impl Iterator<Item = Threshold> + '_ {
+        let preds = self.own.get(&(bit as u32)).map_or(&[][..], |few| few.as_slice());
+        preds.iter().map(|p| {
+            let Pred { tf, ti, .. } = self.preds[p];
+            (tf, ti, *p)
+        })
+    }
+
+    fn loosest_of(&self, keys: impl Iterator<Item = Threshold>) -> Option<Threshold> {
+        let order = |a: &Threshold, b: &Threshold| cmp2((a.0, a.1), (b.0, b.1)).then(a.2.cmp(&b.2));
+        if self.lower { keys.min_by(order) } else { keys.max_by(order) }
     }
 
     /// The loosest threshold (tf, ti) among those of `group`'s queries (the lowest of
     /// a lower list, the highest of an upper one), looking at words `r`: for a few
-    /// queries, the loosest of their own entries; else a binary search over the
-    /// unions of the entries' masks.
+    /// queries, the loosest of their own entries; else the first (last) entry holding
+    /// one of them, found by the blocks' union rows.
     pub fn loosest(&self, group: &[u64], r: &Words) -> Option<(f64, i128)> {
-        self.loosest_at(group, r).map(|p| (self.tf[p], self.ti[p]))
-    }
-
-    /// `loosest`'s entry position. Thresholds are read from `tf` and `ti`, not from
-    /// the entries (64 bytes each, spread over the list).
-    fn loosest_at(&self, group: &[u64], r: &Words) -> Option<usize> {
         if group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW_QUERIES {
-            let own = bits(&group[r.clone()]).flat_map(|b| self.own(r.start * 64 + b)).map(|&p| p as usize);
-            return if self.lower { own.min() } else { own.max() };
+            let keys = bits(&group[r.clone()]).flat_map(|b| self.own_keys(r.start * 64 + b));
+            return self.loosest_of(keys).map(|(tf, ti, _)| (tf, ti));
         }
-        let nw = self.nw;
-        let hits = |p: usize| {
-            self.loose[p * nw + r.start..p * nw + r.end].iter().zip(&group[r.clone()]).any(|(a, b)| a & b != 0)
-        };
-        let n = self.entries.len();
-        if self.lower {
-            // the first p whose prefix entries[..=p] holds one of the group's
-            Some(first(n, |p| hits(p + 1))).filter(|&p| p < n)
-        } else {
-            // the last p whose suffix entries[p..] holds one of the group's
-            first(n, |p| !hits(p)).checked_sub(1)
-        }
+        let at = if self.lower { self.sorted.first_hit(group, r) } else { self.sorted.last_hit(group, r) }?;
+        let e = self.sorted.entry(at);
+        Some((e.tf, e.ti))
     }
 
-    /// Every query with a predicate in the list.
-    pub fn users(&self) -> &[u64] {
-        self.row(if self.lower { 0 } else { self.entries.len() })
+    /// Whether a query of `mask`'s words `r` has a predicate in the list.
+    #[inline(always)]
+    pub fn touches(&self, mask: &[u64], r: &Words) -> bool {
+        self.sorted.touches(mask, r)
     }
 
-    /// The positions of query `bit`'s entries, in threshold order.
-    fn own(&self, bit: usize) -> &[u32] {
-        let bit = bit as u32;
-        let a = self.own_bits.partition_point(|&b| b < bit);
-        let n = self.own_bits[a..].iter().take_while(|&&b| b == bit).count();
-        &self.own_at[a..a + n]
+    /// Whether every query of `group`'s words `r` has a predicate in the list.
+    #[inline(always)]
+    pub fn covers(&self, group: &[u64], r: &Words) -> bool {
+        self.sorted.covers(group, r).unwrap_or_else(|| {
+            group[r.clone()].iter().map(|w| w.count_ones() as usize).sum::<usize>() <= self.own.len()
+                && bits(&group[r.clone()]).all(|b| self.own.contains_key(&((r.start * 64 + b) as u32)))
+        })
     }
 
-    /// The threshold of query `bit`'s predicate, and the `row` of every query whose
-    /// threshold is at least as tight (the entry's and those above it in a lower list,
-    /// below it in an upper one): whatever satisfies one of them satisfies the entry.
-    pub fn tighter(&self, bit: usize) -> Option<(f64, usize)> {
-        let p = self.tightest_at(bit)?;
-        Some((self.tf[p], if self.lower { p } else { p + 1 }))
+    fn tightest_key(&self, bit: usize) -> Option<Threshold> {
+        let keys = self.own_keys(bit);
+        let order = |a: &Threshold, b: &Threshold| cmp2((a.0, a.1), (b.0, b.1)).then(a.2.cmp(&b.2));
+        if self.lower { keys.max_by(order) } else { keys.min_by(order) }
     }
 
-    /// Query `bit`'s tightest threshold (tf, ti) in the list: what every event it
-    /// can use satisfies.
+    /// Query `bit`'s tightest threshold (what every event it can use satisfies) as its
+    /// tf and the predicate holding it, what `or_tighter` takes.
+    pub fn tighter(&self, bit: usize) -> Option<(f64, u32)> {
+        self.tightest_key(bit).map(|(tf, _, pred)| (tf, pred))
+    }
+
+    /// Query `bit`'s tightest (tf, ti).
     pub fn tightest(&self, bit: usize) -> Option<(f64, i128)> {
-        self.tightest_at(bit).map(|p| (self.tf[p], self.ti[p]))
+        self.tightest_key(bit).map(|(tf, ti, _)| (tf, ti))
     }
 
-    fn tightest_at(&self, bit: usize) -> Option<usize> {
-        let own = self.own(bit);
-        if self.lower { own.last() } else { own.first() }.map(|&p| p as usize)
+    /// OR into words `r` of `out` every query with a threshold at least as tight as
+    /// predicate `pred`'s (at or above it in a lower list, at or below it in an upper
+    /// one): whatever satisfies one of them satisfies `pred`. `at` remembers where
+    /// they start (end) until the list changes: this runs for every value-index probe
+    /// a retrieval chooses, and finding the position anew each time was a twentieth
+    /// of J n=100's instructions.
+    #[inline(always)]
+    pub fn or_tighter(&self, pred: u32, at: &AtCache, out: &mut [u64], r: &Words) {
+        let found = at.get(self.version).or_else(|| {
+            let p = self.preds.get(&pred)?;
+            let t = (p.tf, p.ti);
+            let found = if self.lower {
+                self.position(|a, b| cmp2((a, b), t) == Ordering::Less)
+            } else {
+                self.position(|a, b| cmp2((a, b), t) != Ordering::Greater)
+            };
+            at.set(self.version, found);
+            Some(found)
+        });
+        let Some(found) = found else { return };
+        if self.lower { self.sorted.or_from(found, out, r) } else { self.sorted.or_before(found, out, r) }
     }
 
-    /// The queries failing at position `p` (see `table`).
-    pub fn row(&self, p: usize) -> &[u64] {
-        &self.table[p * self.nw..(p + 1) * self.nw]
+    /// The queries failing at position `at`: the entries from it on (a lower list) or
+    /// before it (an upper one).
+    #[inline(always)]
+    fn failing(&self, at: At, out: &mut [u64], r: &Words) {
+        if self.lower { self.sorted.or_from(at, out, r) } else { self.sorted.or_before(at, out, r) }
     }
 
     fn fail_all(&self, out: &mut [u64], r: &Words) {
-        or_in(out, r, self.row(if self.lower { 0 } else { self.entries.len() }));
+        self.sorted.or_all(out, r);
     }
 
     /// The queries failing at an exact difference `d` (inlined: see `diff`).
     #[inline(always)]
     fn at_int(&self, d: i128, out: &mut [u64], r: &Words) {
-        let p = if self.lower { count_le(&self.ti, &d) } else { count_lt(&self.ti, &d) };
-        or_in(out, r, self.row(p));
+        let at = if self.lower {
+            self.sorted.locate(count_le(&self.heads_ti, &d), |e| e.ti <= d)
+        } else {
+            self.sorted.locate(count_lt(&self.heads_ti, &d), |e| e.ti < d)
+        };
+        self.failing(at, out, r);
     }
 
-    fn ask(&self, out: &mut [u64], r: &Words, range: std::ops::Range<usize>, mut holds: impl FnMut(u32) -> bool) {
-        for e in &self.entries[range] {
+    fn ask<'a>(out: &mut [u64], r: &Words, entries: impl Iterator<Item = &'a RangeEntry>, mut holds: impl FnMut(u32) -> bool) {
+        for e in entries {
             if !holds(e.pred) {
-                or_in(out, r, &e.mask);
+                e.set.or_into(out, r);
             }
         }
     }
@@ -301,10 +436,14 @@ impl RangeList {
         match v {
             V::I(i) => self.at_int(*i as i128, out, r),
             V::F(f) => {
-                let p = if self.lower { count_le(&self.tf, f) } else { count_lt(&self.tf, f) };
-                or_in(out, r, self.row(p));
+                let at = if self.lower {
+                    self.sorted.locate(count_le(&self.heads_tf, f), |e| e.tf <= *f)
+                } else {
+                    self.sorted.locate(count_lt(&self.heads_tf, f), |e| e.tf < *f)
+                };
+                self.failing(at, out, r);
             }
-            V::X(_) => self.ask(out, r, 0..self.entries.len(), |pred| exact.attr(pred, v)),
+            V::X(_) => Self::ask(out, r, self.sorted.iter(), |pred| exact.attr(pred, v)),
             _ => self.fail_all(out, r),
         }
     }
@@ -319,15 +458,27 @@ impl RangeList {
             Diff::Int(d) => self.at_int(d, out, r),
             Diff::Float(d, err) => {
                 let margin = err + d.abs() * BAND;
-                // entries[..lo]: o < d; entries[hi..]: o > d; between: too close to tell.
-                let lo = count_lt(&self.tf, &(d - margin));
-                let hi = count_le(&self.tf, &(d + margin));
-                or_in(out, r, self.row(if self.lower { hi } else { lo }));
-                self.ask(out, r, lo..hi, |pred| exact.pair(pred, l, rv));
+                let (below, above) = (d - margin, d + margin);
+                // before lo: o < d; from hi: o > d; between: too close to tell.
+                let lo = self.sorted.locate(count_lt(&self.heads_tf, &below), |e| e.tf < below);
+                let hi = self.sorted.locate(count_le(&self.heads_tf, &above), |e| e.tf <= above);
+                self.failing(if self.lower { hi } else { lo }, out, r);
+                if lo != hi {
+                    Self::ask(out, r, self.sorted.between(lo, hi), |pred| exact.pair(pred, l, rv));
+                }
             }
-            Diff::Unknown => self.ask(out, r, 0..self.entries.len(), |pred| exact.pair(pred, l, rv)),
+            Diff::Unknown => Self::ask(out, r, self.sorted.iter(), |pred| exact.pair(pred, l, rv)),
             Diff::Fails | Diff::Equal(_) => self.fail_all(out, r),
         }
+    }
+
+    /// Bytes held besides the struct itself.
+    pub fn heap_bytes(&self) -> usize {
+        self.sorted.heap_bytes()
+            + self.heads_tf.capacity() * 8
+            + self.heads_ti.capacity() * 16
+            + self.preds.capacity() * (1 + std::mem::size_of::<(u32, Pred)>())
+            + self.own.capacity() * (1 + std::mem::size_of::<(u32, Few)>())
     }
 }
 
@@ -345,151 +496,352 @@ pub enum EqConst {
 
 #[derive(Clone, Debug)]
 pub struct EqEntry {
-    pub pred: u32,
     pub eq: bool,
     pub constant: EqConst,
-    pub mask: Vec<u64>,
+    pub set: QSet,
+}
+
+/// The queries with an `=` and those with a `!=` predicate against one constant.
+#[derive(Clone, Debug, Default)]
+struct ConstSets {
+    eq: QSet,
+    ne: QSet,
+}
+
+/// A pair list's entry by the double nearest its constant `o`.
+#[derive(Clone, Debug)]
+struct DiffEntry {
+    tf: f64,
+    pred: u32,
+    set: QSet,
+}
+
+impl Member for DiffEntry {
+    fn set(&self) -> &QSet {
+        &self.set
+    }
+    fn set_mut(&mut self) -> &mut QSet {
+        &mut self.set
+    }
+}
+
+fn diff_order(a: &DiffEntry, b: &DiffEntry) -> Ordering {
+    a.tf.total_cmp(&b.tf).then(a.pred.cmp(&b.pred))
 }
 
 /// `=` and `!=` predicates on one column (attribute) or one difference (pair): a hash
-/// lookup of the value gives the failing queries (CACQ's grouped filter).
-#[derive(Clone, Debug, Default)]
+/// lookup of the value gives the failing queries (CACQ's grouped filter). At a value
+/// `v`, the `=` queries fail but those whose `=` predicates all compare with `v` (a
+/// query comparing with two constants fails whatever the value), and the `!=` queries
+/// against `v` fail: so a constant keeps only its own queries, not a mask of all the
+/// others (which made memory quadratic).
+#[derive(Clone, Debug)]
 pub struct EqList {
     pub factor: Option<Factor>,
-    pub entries: Vec<EqEntry>,
-    /// Queries failing when the value equals no constant (every `=` predicate).
-    eq_all: Vec<u64>,
+    entries: FxHashMap<u32, EqEntry>,
+    nums: FxHashMap<NumKey, ConstSets>,
+    strs: FxHashMap<Box<str>, ConstSets>,
+    bools: [ConstSets; 2],
+    ints: FxHashMap<i128, ConstSets>,
+    /// Every query with an `=` predicate in the list.
+    eq_all: QSet,
     /// Every query of the list (a missing column fails them all).
-    all: Vec<u64>,
-    /// Per constant: (queries failing when the value equals it).
-    nums: HashMap<NumKey, Vec<u64>>,
-    strs: HashMap<Box<str>, Vec<u64>>,
-    bools: [Option<Vec<u64>>; 2],
-    ints: HashMap<i128, Vec<u64>>,
-    /// Pair lists, doubles: entries in order of `o`, with the `=` queries failing on
-    /// either side of a position (prefix and suffix rows, stride nw).
-    order: Vec<usize>,
-    tf: Vec<f64>,
-    eq_prefix: Vec<u64>,
-    eq_suffix: Vec<u64>,
+    all: QSet,
+    /// The queries whose `=` predicates compare with two constants or more.
+    multi: QSet,
+    own: FxHashMap<u32, Few>,
+    /// Pair lists, doubles: the `=` entries (with union rows) and the `!=` entries in
+    /// order of `o`.
+    eqs: Blocked<DiffEntry>,
+    nes: Blocked<DiffEntry>,
     nw: usize,
 }
 
 impl EqList {
-    pub fn new(factor: Option<Factor>) -> Self {
-        EqList { factor, ..Default::default() }
+    pub fn new(factor: Option<Factor>, nw: usize) -> Self {
+        EqList { factor, entries: FxHashMap::default(), nums: FxHashMap::default(), strs: FxHashMap::default(),
+                 bools: Default::default(), ints: FxHashMap::default(), eq_all: QSet::default(), all: QSet::default(),
+                 multi: QSet::default(), own: FxHashMap::default(), eqs: Blocked::new(true, nw),
+                 nes: Blocked::new(false, nw), nw }
     }
 
-    pub fn rebuild(&mut self, nw: usize) {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn sets_of(&mut self, c: &EqConst) -> Option<&mut ConstSets> {
+        match c {
+            EqConst::Num(k) => Some(self.nums.entry(*k).or_default()),
+            EqConst::Str(s) => Some(self.strs.entry(s.clone()).or_default()),
+            EqConst::Bool(b) => Some(&mut self.bools[*b as usize]),
+            EqConst::Diff(_, Some(i)) => Some(self.ints.entry(*i).or_default()),
+            EqConst::Never | EqConst::Diff(_, None) => None,
+        }
+    }
+
+    /// Drop constant `c`'s sets once empty.
+    fn forget(&mut self, c: &EqConst) {
+        let empty = |s: &ConstSets| s.eq.is_empty() && s.ne.is_empty();
+        match c {
+            EqConst::Num(k) if self.nums.get(k).is_some_and(empty) => {
+                self.nums.remove(k);
+            }
+            EqConst::Str(s) if self.strs.get(s).is_some_and(empty) => {
+                self.strs.remove(s);
+            }
+            EqConst::Diff(_, Some(i)) if self.ints.get(i).is_some_and(empty) => {
+                self.ints.remove(i);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether query `bit` has a predicate `pred` satisfies, other than `except`.
+    fn has_other(&self, bit: u32, except: u32, like: impl Fn(&EqEntry) -> bool) -> bool {
+        self.own.get(&bit).is_some_and(|few| few.as_slice().iter().any(|p| *p != except && like(&self.entries[p])))
+    }
+
+    fn update_multi(&mut self, bit: u32) {
+        let mut constants: Vec<&EqConst> = Vec::new();
+        if let Some(few) = self.own.get(&bit) {
+            for p in few.as_slice() {
+                let e = &self.entries[p];
+                if e.eq && !constants.contains(&&e.constant) {
+                    constants.push(&e.constant);
+                }
+            }
+        }
+        if constants.len() >= 2 {
+            self.multi.insert(bit, self.nw);
+        } else {
+            self.multi.remove(bit, self.nw);
+        }
+    }
+
+    /// Add query `bit`'s predicate `pred` (`=` if `eq`, else `!=`) against `constant`.
+    /// `bulk`: a pair list's ordered entries wait for `settle`.
+    pub fn add(&mut self, pred: u32, eq: bool, constant: &EqConst, bit: u32, bulk: bool) {
+        let nw = self.nw;
+        let entry = self.entries.entry(pred).or_insert_with(|| EqEntry { eq, constant: constant.clone(), set: QSet::default() });
+        entry.set.insert(bit, nw);
+        self.own.entry(bit).or_default().add(pred);
+        if let Some(sets) = self.sets_of(constant) {
+            if eq { sets.eq.insert(bit, nw) } else { sets.ne.insert(bit, nw) };
+        }
+        self.all.insert(bit, nw);
+        if eq {
+            self.eq_all.insert(bit, nw);
+        }
+        self.update_multi(bit);
+        if let EqConst::Diff(tf, _) = *constant {
+            let list = if eq { &mut self.eqs } else { &mut self.nes };
+            if bulk {
+                list.push(DiffEntry { tf, pred, set: QSet::one(bit, nw) });
+            } else {
+                let at = list.search(|e| diff_order(e, &DiffEntry { tf, pred, set: QSet::default() }) == Ordering::Less);
+                if at.0 < list.blocks().len() && list.entry(at).pred == pred {
+                    list.add_bit(at, bit);
+                } else {
+                    list.insert(at, DiffEntry { tf, pred, set: QSet::one(bit, nw) });
+                }
+            }
+        }
+    }
+
+    /// Remove query `bit` from predicate `pred`'s entry.
+    pub fn remove(&mut self, pred: u32, bit: u32) {
+        let nw = self.nw;
+        let Some(entry) = self.entries.get_mut(&pred) else { return };
+        let (eq, constant) = (entry.eq, entry.constant.clone());
+        entry.set.remove(bit, nw);
+        let gone = entry.set.is_empty();
+        if let Some(own) = self.own.get_mut(&bit) {
+            own.remove(pred);
+            if own.is_empty() {
+                self.own.remove(&bit);
+            }
+        }
+        if !self.has_other(bit, pred, |e| e.eq == eq && e.constant == constant) {
+            if let Some(sets) = self.sets_of(&constant) {
+                if eq { sets.eq.remove(bit, nw) } else { sets.ne.remove(bit, nw) };
+            }
+            self.forget(&constant);
+        }
+        if !self.own.contains_key(&bit) {
+            self.all.remove(bit, nw);
+        }
+        if !self.has_other(bit, pred, |e| e.eq) {
+            self.eq_all.remove(bit, nw);
+        }
+        if gone {
+            self.entries.remove(&pred);
+        }
+        self.update_multi(bit);
+        if let EqConst::Diff(tf, _) = constant {
+            let probe = DiffEntry { tf, pred, set: QSet::default() };
+            let list = if eq { &mut self.eqs } else { &mut self.nes };
+            let at = list.search(|e| diff_order(e, &probe) == Ordering::Less);
+            if at.0 < list.blocks().len() && list.entry(at).pred == pred {
+                list.take_bit(at, bit);
+            }
+            // where the bit's other entries of the same kind are
+            let own: Vec<(f64, u32)> = self.own.get(&bit).map_or(Vec::new(), |few| {
+                few.as_slice()
+                    .iter()
+                    .filter_map(|p| match self.entries[p] {
+                        EqEntry { eq: e, constant: EqConst::Diff(tf, _), .. } if e == eq => Some((tf, *p)),
+                        _ => None,
+                    })
+                    .collect()
+            });
+            let list = if eq { &mut self.eqs } else { &mut self.nes };
+            let blocks: Vec<usize> = own
+                .iter()
+                .map(|&(tf, p)| list.search(|e| diff_order(e, &DiffEntry { tf, pred: p, set: QSet::default() }) == Ordering::Less).0)
+                .collect();
+            let span = blocks.iter().min().map(|&a| (a, *blocks.iter().max().unwrap()));
+            list.fix_rows(bit, span);
+        }
+    }
+
+    /// Sort in what `add` left waiting, for masks of `nw` words (also after the mask
+    /// size changed).
+    pub fn settle(&mut self, nw: usize) {
+        let resized = nw != self.nw;
         self.nw = nw;
-        self.eq_all = vec![0; nw];
-        self.all = vec![0; nw];
-        for e in &self.entries {
-            or_into(&mut self.all, &e.mask);
-            if e.eq {
-                or_into(&mut self.eq_all, &e.mask);
-            }
+        if resized {
+            let sets = self.entries.values_mut().map(|e| &mut e.set).chain([&mut self.eq_all, &mut self.all, &mut self.multi]);
+            let consts = self.nums.values_mut().chain(self.strs.values_mut()).chain(self.ints.values_mut()).chain(self.bools.iter_mut());
+            sets.chain(consts.flat_map(|c| [&mut c.eq, &mut c.ne])).for_each(|s| s.refit(nw));
         }
-        self.nums.clear();
-        self.strs.clear();
-        self.bools = [None, None];
-        self.ints.clear();
-        for e in &self.entries {
-            let key = e.constant.clone();
-            let fail = self.failing_at(&key);
-            match key {
-                EqConst::Num(k) => {
-                    self.nums.insert(k, fail);
-                }
-                EqConst::Str(s) => {
-                    self.strs.insert(s, fail);
-                }
-                EqConst::Bool(b) => self.bools[b as usize] = Some(fail),
-                EqConst::Diff(_, Some(i)) => {
-                    self.ints.insert(i, fail);
-                }
-                EqConst::Never | EqConst::Diff(_, None) => {}
-            }
+        if resized || self.eqs.unsettled() {
+            self.eqs.settle(nw, diff_order);
         }
-        let mut order: Vec<usize> = (0..self.entries.len()).collect();
-        let tf = |e: &EqEntry| if let EqConst::Diff(f, _) = e.constant { f } else { 0.0 };
-        order.sort_by(|&a, &b| tf(&self.entries[a]).total_cmp(&tf(&self.entries[b])));
-        self.tf = order.iter().map(|&i| tf(&self.entries[i])).collect();
-        let n = order.len();
-        self.eq_prefix = vec![0; (n + 1) * nw];
-        self.eq_suffix = vec![0; (n + 1) * nw];
-        for p in 1..=n {
-            let e = &self.entries[order[p - 1]];
-            let (head, tail) = self.eq_prefix.split_at_mut(p * nw);
-            tail[..nw].copy_from_slice(&head[(p - 1) * nw..]);
-            if e.eq {
-                or_into(&mut tail[..nw], &e.mask);
-            }
+        if resized || self.nes.unsettled() {
+            self.nes.settle(nw, diff_order);
         }
-        for p in (0..n).rev() {
-            let e = &self.entries[order[p]];
-            let (head, tail) = self.eq_suffix.split_at_mut((p + 1) * nw);
-            head[p * nw..].copy_from_slice(&tail[..nw]);
-            if e.eq {
-                or_into(&mut head[p * nw..], &e.mask);
-            }
-        }
-        self.order = order;
     }
 
-    /// Every query with a predicate in the list.
-    pub fn users(&self) -> &[u64] {
-        &self.all
+    pub fn unsettled(&self) -> bool {
+        self.eqs.unsettled() || self.nes.unsettled()
     }
 
-    /// The queries failing when the value equals `key`: `=` entries with another
-    /// constant, `!=` entries with this one.
-    fn failing_at(&self, key: &EqConst) -> Vec<u64> {
-        let mut fail = vec![0; self.nw];
-        for e in &self.entries {
-            if (e.constant == *key) != e.eq {
-                or_into(&mut fail, &e.mask);
-            }
-        }
-        fail
+    /// Whether a query of `mask`'s words `r` has a predicate in the list.
+    #[inline(always)]
+    pub fn touches(&self, mask: &[u64], r: &Words) -> bool {
+        self.all.intersects(mask, r)
     }
 
-    fn ask(&self, out: &mut [u64], r: &Words, entries: impl Iterator<Item = usize>, mut holds: impl FnMut(u32) -> bool) {
-        for i in entries {
-            let e = &self.entries[i];
-            if !holds(e.pred) {
-                or_in(out, r, &e.mask);
+    fn ask(&self, out: &mut [u64], r: &Words, mut holds: impl FnMut(u32) -> bool) {
+        for (&pred, e) in &self.entries {
+            if !holds(pred) {
+                e.set.or_into(out, r);
             }
         }
+    }
+
+    /// OR into words `r` of `out` the queries failing at a value equal to the constant
+    /// whose sets are `found` (None: a value equal to no constant).
+    #[inline(always)]
+    fn fail_at(&self, found: Option<&ConstSets>, out: &mut [u64], r: &Words) {
+        let Some(sets) = found else { return self.eq_all.or_into(out, r) };
+        let except = &sets.eq;
+        match (&self.eq_all, except) {
+            (all, _) if except.is_empty() => all.or_into(out, r),
+            (QSet::Dense(all, _), QSet::Dense(ex, _)) => {
+                for w in r.clone() {
+                    out[w] |= all[w] & !ex[w];
+                }
+            }
+            (QSet::Dense(all, _), QSet::Sparse(ex)) => {
+                let mut i = ex.partition_point(|&b| (b as usize / 64) < r.start);
+                for w in r.clone() {
+                    let mut m = all[w];
+                    while i < ex.len() && ex[i] as usize / 64 == w {
+                        m &= !(1 << (ex[i] % 64));
+                        i += 1;
+                    }
+                    out[w] |= m;
+                }
+            }
+            (QSet::Sparse(all), _) => {
+                for &b in all {
+                    let w = b as usize / 64;
+                    if r.contains(&w) && !except.contains(b) {
+                        out[w] |= 1 << (b % 64);
+                    }
+                }
+            }
+        }
+        if !self.multi.is_empty() && !except.is_empty() {
+            for b in except.iter().filter(|&b| self.multi.contains(b)) {
+                let w = b as usize / 64;
+                if r.contains(&w) {
+                    out[w] |= 1 << (b % 64);
+                }
+            }
+        }
+        sets.ne.or_into(out, r);
     }
 
     pub fn attr_fail(&self, v: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
         let found = match v {
             V::I(_) | V::F(_) => self.nums.get(&num_key(v).unwrap()),
             V::S(s) => self.strs.get(s.as_str()),
-            V::B(b) => self.bools[*b as usize].as_ref(),
-            V::X(_) => return self.ask(out, r, 0..self.entries.len(), |pred| exact.attr(pred, v)),
-            V::Missing => return or_in(out, r, &self.all),
+            V::B(b) => Some(&self.bools[*b as usize]),
+            V::X(_) => return self.ask(out, r, |pred| exact.attr(pred, v)),
+            V::Missing => return self.all.or_into(out, r),
         };
-        or_in(out, r, found.unwrap_or(&self.eq_all));
+        self.fail_at(found, out, r);
     }
 
     pub fn pair_fail(&self, l: &V, rv: &V, out: &mut [u64], r: &Words, exact: &mut dyn Exact) {
         match diff(self.factor.expect("a pair list"), l, rv) {
-            Diff::Int(d) => or_in(out, r, self.ints.get(&d).unwrap_or(&self.eq_all)),
-            Diff::Equal(eq) => or_in(out, r, if eq { self.ints.get(&0).unwrap_or(&self.eq_all) } else { &self.eq_all }),
+            Diff::Int(d) => self.fail_at(self.ints.get(&d), out, r),
+            Diff::Equal(eq) => if eq { self.fail_at(self.ints.get(&0), out, r) } else { self.eq_all.or_into(out, r) },
             Diff::Float(d, err) => {
                 let margin = err + d.abs() * BAND;
-                let lo = count_lt(&self.tf, &(d - margin));
-                let hi = count_le(&self.tf, &(d + margin));
-                let nw = self.nw;
-                or_in(out, r, &self.eq_prefix[lo * nw..(lo + 1) * nw]);
-                or_in(out, r, &self.eq_suffix[hi * nw..(hi + 1) * nw]);
-                self.ask(out, r, self.order[lo..hi].iter().copied(), |pred| exact.pair(pred, l, rv));
+                let (below, above) = (d - margin, d + margin);
+                // `=` entries before lo (o < d) or from hi (o > d) fail; between: too
+                // close to tell, as `!=` entries there
+                for (list, eq) in [(&self.eqs, true), (&self.nes, false)] {
+                    let lo = list.search(|e| e.tf < below);
+                    let hi = list.search(|e| e.tf <= above);
+                    if eq {
+                        list.or_before(lo, out, r);
+                        list.or_from(hi, out, r);
+                    }
+                    if lo != hi {
+                        for e in list.between(lo, hi) {
+                            if !exact.pair(e.pred, l, rv) {
+                                e.set.or_into(out, r);
+                            }
+                        }
+                    }
+                }
             }
-            Diff::Unknown => self.ask(out, r, 0..self.entries.len(), |pred| exact.pair(pred, l, rv)),
-            Diff::Fails => or_in(out, r, &self.all),
+            Diff::Unknown => self.ask(out, r, |pred| exact.pair(pred, l, rv)),
+            Diff::Fails => self.all.or_into(out, r),
         }
+    }
+
+    /// Bytes held besides the struct itself.
+    pub fn heap_bytes(&self) -> usize {
+        let map = |cap: usize, item: usize| cap * (1 + item);
+        let consts = |s: &ConstSets| s.eq.heap_bytes() + s.ne.heap_bytes();
+        map(self.entries.capacity(), std::mem::size_of::<(u32, EqEntry)>())
+            + self.entries.values().map(|e| e.set.heap_bytes()).sum::<usize>()
+            + map(self.nums.capacity(), std::mem::size_of::<(NumKey, ConstSets)>())
+            + map(self.strs.capacity(), std::mem::size_of::<(Box<str>, ConstSets)>())
+            + map(self.ints.capacity(), std::mem::size_of::<(i128, ConstSets)>())
+            + self.nums.values().chain(self.strs.values()).chain(self.ints.values()).chain(&self.bools).map(consts).sum::<usize>()
+            + self.eq_all.heap_bytes() + self.all.heap_bytes() + self.multi.heap_bytes()
+            + map(self.own.capacity(), std::mem::size_of::<(u32, Few)>())
+            + self.eqs.heap_bytes() + self.nes.heap_bytes()
     }
 }
 
@@ -520,11 +872,12 @@ mod tests {
     }
 
     fn range(lower: bool, factor: Option<Factor>, entries: &[(f64, i128, u64)]) -> RangeList {
-        let mut list = RangeList::new(lower, factor);
-        for (i, &(tf, ti, bits)) in entries.iter().enumerate() {
-            list.entries.push(RangeEntry { pred: i as u32, tf, ti, mask: vec![bits] });
+        let mut list = RangeList::new(lower, factor, 1);
+        for (i, &(tf, ti, mask)) in entries.iter().enumerate() {
+            for b in bits(&[mask]) {
+                list.add(i as u32, tf, ti, b as u32, false);
+            }
         }
-        list.rebuild(1);
         list
     }
 
@@ -553,15 +906,20 @@ mod tests {
     #[test]
     fn the_queries_tighter_than_one_are_those_past_its_threshold() {
         // a query with two entries: its tightest counts
+        let row = |list: &RangeList, (tf, pred): (f64, u32)| {
+            let mut out = [0];
+            list.or_tighter(pred, &AtCache::default(), &mut out, &(0..1));
+            (tf, out[0])
+        };
         let twice = range(true, None, &[(1.0, 1, 0b01), (2.0, 2, 0b10), (4.0, 4, 0b01)]);
-        assert_eq!(twice.tighter(0).map(|(tf, p)| (tf, twice.row(p)[0])), Some((4.0, 0b01)));
+        assert_eq!(twice.tighter(0).map(|t| row(&twice, t)), Some((4.0, 0b01)));
         let spec = [(1.0, 1, 0b0010), (2.0, 2, 0b0101), (3.0, 3, 0b1000)];
         let lower = range(true, None, &spec);
-        assert_eq!(lower.tighter(0).map(|(tf, p)| (tf, lower.row(p)[0])), Some((2.0, 0b1101)));
-        assert_eq!(lower.tighter(1).map(|(tf, p)| (tf, lower.row(p)[0])), Some((1.0, 0b1111)));
+        assert_eq!(lower.tighter(0).map(|t| row(&lower, t)), Some((2.0, 0b1101)));
+        assert_eq!(lower.tighter(1).map(|t| row(&lower, t)), Some((1.0, 0b1111)));
         let upper = range(false, None, &spec);
-        assert_eq!(upper.tighter(0).map(|(tf, p)| (tf, upper.row(p)[0])), Some((2.0, 0b0111)));
-        assert_eq!(upper.tighter(3).map(|(tf, p)| (tf, upper.row(p)[0])), Some((3.0, 0b1111)));
+        assert_eq!(upper.tighter(0).map(|t| row(&upper, t)), Some((2.0, 0b0111)));
+        assert_eq!(upper.tighter(3).map(|t| row(&upper, t)), Some((3.0, 0b1111)));
         assert!(upper.tighter(4).is_none());
         assert_eq!(twice.tightest(0), Some((4.0, 4)));
         assert_eq!(upper.tightest(2), Some((2.0, 2)));
@@ -619,11 +977,10 @@ mod tests {
 
     #[test]
     fn equality_lists_hash_ints_and_integral_doubles_alike() {
-        let mut list = EqList::new(None);
-        list.entries.push(EqEntry { pred: 0, eq: true, constant: EqConst::Num(NumKey::I(2)), mask: vec![0b01] });
-        list.entries.push(EqEntry { pred: 1, eq: false, constant: EqConst::Num(NumKey::I(2)), mask: vec![0b10] });
-        list.entries.push(EqEntry { pred: 2, eq: true, constant: EqConst::Never, mask: vec![0b100] });
-        list.rebuild(1);
+        let mut list = EqList::new(None, 1);
+        list.add(0, true, &EqConst::Num(NumKey::I(2)), 0, false);
+        list.add(1, false, &EqConst::Num(NumKey::I(2)), 1, false);
+        list.add(2, true, &EqConst::Never, 2, false);
         let fail = |v: V| {
             let mut out = [0];
             list.attr_fail(&v, &mut out, &(0..1), &mut NoExact);

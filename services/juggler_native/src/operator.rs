@@ -19,7 +19,8 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::lists::{EqConst, EqEntry, EqList, Exact, Factor, RangeEntry, RangeList, Words, bits, or_into};
+use crate::blocks::{Blocked, Member, QSet};
+use crate::lists::{AtCache, EqConst, EqList, Exact, Factor, RangeList, Words, bits, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
 use crate::store::{AHEAD, Bound, Pos, Sieve, Store};
 use crate::value::V;
@@ -59,7 +60,7 @@ struct ListKey {
 /// A join or window list probed at a plan node: the depths (in the node's path) of
 /// the streams its two sides read, and its predicate type (a window list compares
 /// two streams' timestamps, slot 0, with factor 1).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Check {
     list: ListRef,
     l: (usize, usize),
@@ -73,7 +74,8 @@ struct Check {
 /// two cache misses at n=1,000 (its header, then its own heap block), and a
 /// retrieval plans its queries in bit order. Indices change only at registration: a
 /// bit's new run is appended and its old one left, until left runs are most of the
-/// arena and it is compacted.
+/// arena and it is compacted. Indices never move (a node appends its checks), so a
+/// registration touches its own bit's runs only.
 #[derive(Clone, Debug, Default)]
 struct PerBit {
     /// (start, length) in `items` per bit.
@@ -114,12 +116,6 @@ impl PerBit {
         }
     }
 
-    /// Every index from `at` on moves up one (an index was inserted at `at`).
-    fn shift_from(&mut self, at: usize) {
-        // the runs left behind too: they are never read
-        self.items.iter_mut().filter(|k| **k as usize >= at).for_each(|k| *k += 1);
-    }
-
     fn compact(&mut self) {
         let mut items = Vec::with_capacity(self.live);
         for run in &mut self.runs {
@@ -131,24 +127,44 @@ impl PerBit {
     }
 }
 
-/// Per query bit, a set of indices in a node's `checks` (`words` words per bit).
+/// Per query bit, a set of indices in a node's `checks`: `words` words per bit while a
+/// node has at most `DENSE_CHECKS` words of checks (a partner's union is then one OR
+/// per query); beyond, the sets would take memory quadratic in the queries (a node
+/// with a list per query), and a union is made from `checks_of` instead.
 #[derive(Clone, Debug, Default)]
 struct CheckSets {
     words: usize,
     sets: Vec<u64>,
+    sparse: bool,
 }
 
+/// See `CheckSets`.
+const DENSE_CHECKS: usize = 8;
+
 impl CheckSets {
-    fn new(checks: usize, checks_of: &PerBit) -> Self {
-        let mut sets = CheckSets { words: checks.div_ceil(64), sets: Vec::new() };
-        for bit in 0..checks_of.bits() {
-            sets.put(bit, checks_of.of(bit));
+    /// Room for `checks` indices: the dense sets are laid out again (from `checks_of`)
+    /// when their words double, or given up past `DENSE_CHECKS` words.
+    fn fit(&mut self, checks: usize, checks_of: &PerBit) {
+        let need = checks.div_ceil(64);
+        if need <= self.words {
+            return;
         }
-        sets
+        if self.sparse || need > DENSE_CHECKS {
+            (self.words, self.sets, self.sparse) = (need, Vec::new(), true);
+            return;
+        }
+        self.words = need.next_power_of_two();
+        self.sets.clear();
+        for bit in 0..checks_of.bits() {
+            self.put(bit, checks_of.of(bit));
+        }
     }
 
     /// Make query `bit`'s set `ks` (indices below `words * 64`).
     fn put(&mut self, bit: usize, ks: &[u32]) {
+        if self.sparse {
+            return;
+        }
         let words = self.words;
         if self.sets.len() < (bit + 1) * words {
             self.sets.resize((bit + 1) * words, 0);
@@ -158,21 +174,21 @@ impl CheckSets {
         ks.iter().for_each(|&k| set[k as usize / 64] |= 1 << (k % 64));
     }
 
-    fn of(&self, bit: usize) -> &[u64] {
-        self.sets.get(bit * self.words..(bit + 1) * self.words).unwrap_or(&[])
-    }
-
     /// OR into `out` (`words` long) the sets of the queries in `mask`'s words `r`
     /// (inlined: see `RangeList::pair_fail`).
     #[inline(always)]
-    fn union(&self, mask: &[u64], r: &Words, out: &mut [u64]) {
+    fn union(&self, mask: &[u64], r: &Words, checks_of: &PerBit, out: &mut [u64]) {
         out.iter_mut().for_each(|w| *w = 0);
         for (w, &word) in mask.iter().enumerate().take(r.end).skip(r.start) {
             let mut word = word;
             while word != 0 {
                 let bit = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                or_into(out, self.of(bit));
+                if self.sparse {
+                    checks_of.of(bit).iter().for_each(|&k| out[k as usize / 64] |= 1 << (k % 64));
+                } else if let Some(set) = self.sets.get(bit * self.words..(bit + 1) * self.words) {
+                    or_into(out, set);
+                }
             }
         }
     }
@@ -190,31 +206,59 @@ struct OwnWindow {
 
 /// A join or attribute range list a query uses at a node, which a value-index probe
 /// over the partner's `slot` can serve it by: `own`, the query's own (tightest)
-/// constant in it and the list's `row` of the queries at least as tight.
-#[derive(Clone, Copy, Debug)]
+/// constant in it and its predicate (with it the list finds the queries at least as
+/// tight: `RangeList::or_tighter`).
+#[derive(Clone, Debug)]
 struct OwnRange {
     list: usize,
     slot: usize,
     /// A join list: the bound side's (depth, slot) and whether the partner is the
     /// left side; None for an attribute list.
     join: Option<((usize, usize), bool)>,
-    own: Option<(f64, usize)>,
+    own: Option<(f64, u32)>,
+    /// Where the list's queries at least as tight start or end (`or_tighter`).
+    at: AtCache,
 }
 
 /// Per query bit, its window lists (in the node's order) and its join then attribute
 /// range lists (in its `checks_of` and `attrs_of` order) at a node, with its own
 /// constants in each: what a retrieval for it reads, where finding its tightest entry
-/// in each list (a binary search) per retrieval was a fifth of J n=100's time. Made
-/// from the lists, so remade when a registration changes them (`Operator::plan`).
+/// in each list (a binary search) per retrieval was a fifth of J n=100's time. A
+/// query's plan holds only its own constants, which no other registration changes:
+/// it is made when the query is registered. Runs are kept as `PerBit`'s are.
 #[derive(Clone, Debug, Default)]
 struct OwnPlans {
     /// Per bit: its windows' start and end in `windows`, its ranges' in `ranges`.
     runs: Vec<[u32; 4]>,
     windows: Vec<OwnWindow>,
     ranges: Vec<OwnRange>,
+    /// Items of all runs (what the arenas hold less what was left behind).
+    live: usize,
 }
 
 impl OwnPlans {
+    /// Make query `bit`'s plan.
+    fn put(&mut self, bit: usize, windows: &[OwnWindow], ranges: &[OwnRange]) {
+        if self.runs.len() <= bit {
+            self.runs.resize(bit + 1, [0; 4]);
+        }
+        let [a, b, c, d] = self.runs[bit];
+        self.live = self.live + windows.len() + ranges.len() - (b - a) as usize - (d - c) as usize;
+        let (w, r) = (self.windows.len() as u32, self.ranges.len() as u32);
+        self.windows.extend_from_slice(windows);
+        self.ranges.extend_from_slice(ranges);
+        self.runs[bit] = [w, self.windows.len() as u32, r, self.ranges.len() as u32];
+        if self.windows.len() + self.ranges.len() > 2 * self.live + 64 {
+            let (windows, ranges) = (std::mem::take(&mut self.windows), std::mem::take(&mut self.ranges));
+            for run in &mut self.runs {
+                let (w, r) = (self.windows.len() as u32, self.ranges.len() as u32);
+                self.windows.extend_from_slice(&windows[run[0] as usize..run[1] as usize]);
+                self.ranges.extend_from_slice(&ranges[run[2] as usize..run[3] as usize]);
+                *run = [w, self.windows.len() as u32, r, self.ranges.len() as u32];
+            }
+        }
+    }
+
     fn windows(&self, bit: usize) -> &[OwnWindow] {
         self.runs.get(bit).map_or(&[], |r| &self.windows[r[0] as usize..r[1] as usize])
     }
@@ -228,8 +272,36 @@ impl Node {
     /// The checks of filter phase `phase` (the window lists, or the join lists) in
     /// `set`, a union of `check_sets`, in the node's order.
     fn phase_checks<'a>(&'a self, set: &'a [u64], phase: Phase) -> impl Iterator<Item = &'a Check> + 'a {
-        let part = if phase == Phase::W { self.split..self.checks.len() } else { 0..self.split };
-        bits(set).filter(move |k| part.contains(k)).map(|k| &self.checks[k])
+        let window = phase == Phase::W;
+        set.iter().enumerate().flat_map(move |(w, &word)| {
+            let marks = self.windowed.get(w).copied().unwrap_or(0);
+            let mut word = word & if window { marks } else { !marks };
+            std::iter::from_fn(move || {
+                (word != 0).then(|| {
+                    let k = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    &self.checks[k]
+                })
+            })
+        })
+    }
+
+    /// The index of `check` among the node's, appended if new.
+    fn check_index(&mut self, check: Check) -> usize {
+        if let Some(&k) = self.check_at.get(&check) {
+            return k as usize;
+        }
+        let k = self.checks.len();
+        self.checks.push(check);
+        self.check_at.insert(check, k as u32);
+        if check.window {
+            if self.windowed.len() <= k / 64 {
+                self.windowed.resize(k / 64 + 1, 0);
+            }
+            self.windowed[k / 64] |= 1 << (k % 64);
+        }
+        self.check_sets.fit(self.checks.len(), &self.checks_of);
+        k
     }
 }
 
@@ -242,15 +314,17 @@ struct Node {
     ends: Vec<u64>,
     widest: i64,
     children: Vec<usize>,
+    /// Every join and window list its queries probe, in the order they came (indices
+    /// never move: a registration touches its own bit's sets only).
     checks: Vec<Check>,
-    /// Per query bit, the indices in `checks` of its lists. `checks` holds the join
-    /// lists before the window lists (from `split` on), so each filter phase probes
-    /// one contiguous part.
+    check_at: FxHashMap<Check, u32>,
+    /// Which of `checks` are window lists: each filter phase probes its own.
+    windowed: Vec<u64>,
+    /// Per query bit, the indices in `checks` of its lists.
     checks_of: PerBit,
     /// The same as sets of indices: a partner is probed against the union of its
     /// queries' lists, in the node's order.
     check_sets: CheckSets,
-    split: usize,
     /// Per query bit, the indices in the node stream's `StreamInfo::attr` of its
     /// attribute range lists: with its join lists, what a retrieval for it may probe.
     attrs_of: PerBit,
@@ -260,8 +334,11 @@ struct Node {
 #[derive(Clone, Debug, Default)]
 struct StreamInfo {
     /// Lists an event of this stream is probed against by itself: attribute lists
-    /// (slot) and in-event pair lists (two slots).
-    attr: Vec<(ListRef, usize, Option<usize>)>,
+    /// (slot) and in-event pair lists (two slots); None where a list was dropped (the
+    /// place is taken again by the next new list, so indices never move).
+    attr: Vec<Option<(ListRef, usize, Option<usize>)>>,
+    attr_at: FxHashMap<ListRef, u32>,
+    free: Vec<u32>,
     version: u32,
 }
 
@@ -328,23 +405,52 @@ pub struct Incoming<'a> {
     pub pos: Pos,
 }
 
+/// The queries of one MAXWINDOW.
+#[derive(Clone, Debug)]
+struct WindowClass {
+    window: i64,
+    set: QSet,
+}
+
+impl Member for WindowClass {
+    fn set(&self) -> &QSet {
+        &self.set
+    }
+    fn set_mut(&mut self) -> &mut QSet {
+        &mut self.set
+    }
+}
+
+fn window_order(a: &WindowClass, b: &WindowClass) -> std::cmp::Ordering {
+    a.window.cmp(&b.window)
+}
+
 #[derive(Default)]
 pub struct Operator {
     pub retention: i64,
     pub lateness: i64,
     pub horizon: i64,
+    /// Words of every query mask: a power of two, so widening (every time the bits
+    /// double) is amortised over the registrations.
     nw: usize,
     ranges: Vec<RangeList>,
     eqs: Vec<EqList>,
     list_of: HashMap<ListKey, ListRef>,
+    /// Per list, its key; lists left with no predicate are dropped and their places
+    /// taken by the next new lists.
+    range_keys: Vec<ListKey>,
+    eq_keys: Vec<ListKey>,
+    free_ranges: Vec<usize>,
+    free_eqs: Vec<usize>,
     nodes: Vec<Node>,
     roots: FxHashMap<u32, usize>,
     streams: Vec<StreamInfo>,
     /// Slots per stream (grows as columns are seen).
     pub widths: Vec<usize>,
-    windows: Vec<(i64, Vec<u64>)>,
-    /// Row p: the queries whose MAXWINDOW is below windows[p].0.
-    narrower: Vec<Vec<u64>>,
+    /// The queries by MAXWINDOW, narrowest first (State-Slice), with the first window
+    /// of each block.
+    windows: Blocked<WindowClass>,
+    window_heads: Vec<i64>,
     /// Per query bit, its MAXWINDOW.
     window_of: Vec<i64>,
     queries: FxHashMap<usize, Registered>,
@@ -360,8 +466,6 @@ pub struct Operator {
     scratch: Vec<Scratch>,
     /// `ALONE` (the tests also run with 0: MAXWINDOW slices only).
     alone: usize,
-    /// Whether the lists changed since the nodes' `own` plans were made.
-    unplanned: bool,
 }
 
 fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
@@ -389,9 +493,7 @@ fn and_not(out: &mut [u64], fail: &[u64]) -> bool {
 /// the group's words), else None. Allocates nothing: it runs for every list at
 /// every retrieval.
 fn loosest_of_all(list: &RangeList, group: &[u64], r: &Words) -> Option<(f64, i128)> {
-    let users = list.users();
-    let covers = users[r.clone()].iter().zip(&group[r.clone()]).all(|(u, g)| g & !u == 0);
-    covers.then(|| list.loosest(group, r)).flatten()
+    list.covers(group, r).then(|| list.loosest(group, r)).flatten()
 }
 
 /// For a join or window check at a node binding depth `depth`: whether the partner
@@ -433,6 +535,9 @@ const SLICES: usize = 4;
 /// time range, MAXWINDOW slices: every entry visited is checked against every sieve.
 const ALONE: usize = 64;
 
+/// At least this many queries registered at once go in bulk (`Operator::register_many`).
+const BULK: usize = 64;
+
 /// Below this many events in the time range, scanning it beats sizing index probes.
 const PROBE_MIN: usize = 16;
 
@@ -463,9 +568,10 @@ struct Probes {
     bounds: Vec<Bound>,
     uncovered: Vec<u64>,
     /// Per range of the query being covered (in `bounds`, from the end of the last
-    /// chosen probe's run on): its list, the list's row of the queries at least as
-    /// tight as the query, and the list's predicate type.
-    steps: Vec<(usize, usize, Phase)>,
+    /// chosen probe's run on): its step in the query's plan (with its list and its own
+    /// predicate there: the queries at least as tight are served with it), and the
+    /// list's predicate type.
+    steps: Vec<(u32, Phase)>,
 }
 
 /// The sieves of a retrieval and the queries of each (`nw` words per sieve).
@@ -527,7 +633,8 @@ fn mask_intersects(a: &[u64], b: &[u64]) -> bool {
 
 impl Operator {
     pub fn new(retention: i64, lateness: i64) -> Self {
-        Operator { retention, lateness, horizon: retention, nw: 1, alone: ALONE, ..Default::default() }
+        Operator { retention, lateness, horizon: retention, nw: 1, alone: ALONE, windows: Blocked::new(true, 1),
+                   ..Default::default() }
     }
 
     fn stream_mut(&mut self, s: u32) -> &mut StreamInfo {
@@ -555,53 +662,85 @@ impl Operator {
     }
 
     // registration ---------------------------------------------------------------
+    //
+    // No registration's cost grows with what is registered (DESIGN section 7): lists
+    // add an entry or a bit in `Blocked` storage, a node appends a check, a query's
+    // plans are its own, and masks widen by doubling.
 
-    /// Add a query; returns its bit. `order` ranks it among registrations.
+    /// Add a query; returns its bit.
     pub fn register(&mut self, spec: QuerySpec) -> usize {
-        let bit = self.free_bits.pop().unwrap_or_else(|| {
+        self.register_many(vec![spec])[0]
+    }
+
+    /// Add queries (a restore, a burst of commands); returns their bits, in order.
+    /// Enough of them at once (a quarter of what is registered, at least `BULK`) go in
+    /// bulk: the lists take their entries unsorted and are sorted and cut once at the
+    /// end, where one at a time each entry is placed as it comes.
+    pub fn register_many(&mut self, specs: Vec<QuerySpec>) -> Vec<usize> {
+        let bulk = specs.len() >= BULK && 4 * specs.len() >= self.queries.len();
+        let bits: Vec<usize> = specs.iter().map(|_| self.free_bit()).collect();
+        let need = bits.iter().max().map_or(0, |b| b / 64 + 1);
+        if need > self.nw {
+            self.grow(need.next_power_of_two());
+        }
+        for (spec, &bit) in specs.into_iter().zip(&bits) {
+            self.add_query(spec, bit, bulk);
+        }
+        if bulk {
+            self.settle();
+        }
+        bits
+    }
+
+    fn free_bit(&mut self) -> usize {
+        self.free_bits.pop().unwrap_or_else(|| {
             self.next_bit += 1;
             self.next_bit - 1
-        });
-        if bit / 64 + 1 > self.nw {
-            self.grow(bit / 64 + 1);
-        }
+        })
+    }
+
+    fn add_query(&mut self, spec: QuerySpec, bit: usize, bulk: bool) {
         let order = self.registrations;
         self.registrations += 1;
         self.horizon = self.horizon.max(spec.window);
-        let mut lists = Vec::new();
-        for pred in &spec.preds {
-            let (list, id) = self.add_pred(pred, bit);
-            lists.push((list, id));
-        }
+        let lists: Vec<(ListRef, u32)> = spec.preds.iter().map(|pred| self.add_pred(pred, bit, bulk)).collect();
+        self.add_window(spec.window, bit, bulk);
         self.add_paths(&spec, bit, &lists);
-        self.add_window(spec.window, bit);
         for &s in &spec.streams {
             self.stream_mut(s).version += 1;
         }
-        for &(list, _) in &lists {
-            self.rebuild(list);
-        }
         self.queries.insert(bit, Registered { order, spec, lists });
-        self.unplanned = true;
-        bit
+    }
+
+    /// Sort into the lists and the MAXWINDOW classes what a bulk registration left
+    /// waiting.
+    fn settle(&mut self) {
+        let nw = self.nw;
+        self.ranges.iter_mut().filter(|l| l.unsettled()).for_each(|l| l.settle(nw));
+        self.eqs.iter_mut().filter(|l| l.unsettled()).for_each(|l| l.settle(nw));
+        if self.windows.unsettled() {
+            self.windows.settle(nw, window_order);
+            self.window_heads();
+        }
     }
 
     pub fn deregister(&mut self, bit: usize) {
         let Some(q) = self.queries.remove(&bit) else { return };
+        let b = bit as u32;
         for &(list, id) in &q.lists {
-            match list {
+            let empty = match list {
                 ListRef::Range(i) => {
-                    let entries = &mut self.ranges[i].entries;
-                    entries.iter_mut().filter(|e| e.pred == id).for_each(|e| set(&mut e.mask, bit, false));
-                    entries.retain(|e| e.mask.iter().any(|&w| w != 0));
+                    self.ranges[i].remove(id, b);
+                    self.ranges[i].is_empty()
                 }
                 ListRef::Eq(i) => {
-                    let entries = &mut self.eqs[i].entries;
-                    entries.iter_mut().filter(|e| e.pred == id).for_each(|e| set(&mut e.mask, bit, false));
-                    entries.retain(|e| e.mask.iter().any(|&w| w != 0));
+                    self.eqs[i].remove(id, b);
+                    self.eqs[i].is_empty()
                 }
+            };
+            if empty {
+                self.drop_list(list);
             }
-            self.rebuild(list);
         }
         for node in &mut self.nodes {
             set(&mut node.mask, bit, false);
@@ -609,17 +748,47 @@ impl Operator {
             node.checks_of.put(bit, &[]);
             node.attrs_of.put(bit, &[]);
             node.check_sets.put(bit, &[]);
+            if node.own.runs.len() > bit {
+                node.own.put(bit, &[], &[]);
+            }
         }
-        for (_, mask) in &mut self.windows {
-            set(mask, bit, false);
-        }
-        self.windows.retain(|(_, m)| m.iter().any(|&w| w != 0));
-        self.rebuild_windows();
+        let window = self.window_of[bit];
+        let at = self.windows.search(|c| c.window < window);
+        self.windows.take_bit(at, b);
+        self.windows.fix_rows(b, None);
+        self.window_heads();
         for &s in &q.spec.streams {
             self.stream_mut(s).version += 1;
         }
         self.free_bits.push(bit);
-        self.unplanned = true;
+    }
+
+    /// Forget a list left with no predicate: no event probes it, and its place goes to
+    /// the next new list.
+    fn drop_list(&mut self, list: ListRef) {
+        let key = match list {
+            ListRef::Range(i) => self.range_keys[i],
+            ListRef::Eq(i) => self.eq_keys[i],
+        };
+        if self.list_of.get(&key) != Some(&list) {
+            return; // dropped already (a query with two predicates in it)
+        }
+        self.list_of.remove(&key);
+        let info = self.stream_mut(key.l.0);
+        if let Some(k) = info.attr_at.remove(&list) {
+            info.attr[k as usize] = None;
+            info.free.push(k);
+        }
+        match list {
+            ListRef::Range(i) => {
+                self.ranges[i] = RangeList::new(false, None, self.nw);
+                self.free_ranges.push(i);
+            }
+            ListRef::Eq(i) => {
+                self.eqs[i] = EqList::new(None, self.nw);
+                self.free_eqs.push(i);
+            }
+        }
     }
 
     fn grow(&mut self, nw: usize) {
@@ -628,27 +797,12 @@ impl Operator {
             node.mask.resize(nw, 0);
             node.ends.resize(nw, 0);
         }
-        for i in 0..self.ranges.len() {
-            self.ranges[i].entries.iter_mut().for_each(|e| e.mask.resize(nw, 0));
-            self.ranges[i].rebuild(nw);
-        }
-        for i in 0..self.eqs.len() {
-            self.eqs[i].entries.iter_mut().for_each(|e| e.mask.resize(nw, 0));
-            self.eqs[i].rebuild(nw);
-        }
-        for (_, m) in &mut self.windows {
-            m.resize(nw, 0);
-        }
-        self.rebuild_windows();
+        self.ranges.iter_mut().for_each(|l| l.settle(nw));
+        self.eqs.iter_mut().for_each(|l| l.settle(nw));
+        self.windows.settle(nw, window_order);
+        self.window_heads();
         for ks in self.keys.values_mut() {
             ks.stores.iter_mut().for_each(|s| s.set_cache_words(nw));
-        }
-    }
-
-    fn rebuild(&mut self, list: ListRef) {
-        match list {
-            ListRef::Range(i) => self.ranges[i].rebuild(self.nw),
-            ListRef::Eq(i) => self.eqs[i].rebuild(self.nw),
         }
     }
 
@@ -657,25 +811,56 @@ impl Operator {
         if let Some(&found) = self.list_of.get(&key) {
             return found;
         }
+        let nw = self.nw;
         let list = if key.family == 2 {
-            self.eqs.push(EqList::new(factor));
-            ListRef::Eq(self.eqs.len() - 1)
+            let made = EqList::new(factor, nw);
+            ListRef::Eq(match self.free_eqs.pop() {
+                Some(i) => {
+                    (self.eqs[i], self.eq_keys[i]) = (made, key);
+                    i
+                }
+                None => {
+                    self.eqs.push(made);
+                    self.eq_keys.push(key);
+                    self.eqs.len() - 1
+                }
+            })
         } else {
-            self.ranges.push(RangeList::new(key.family == 1, factor));
-            ListRef::Range(self.ranges.len() - 1)
+            let made = RangeList::new(key.family == 1, factor, nw);
+            ListRef::Range(match self.free_ranges.pop() {
+                Some(i) => {
+                    (self.ranges[i], self.range_keys[i]) = (made, key);
+                    i
+                }
+                None => {
+                    self.ranges.push(made);
+                    self.range_keys.push(key);
+                    self.ranges.len() - 1
+                }
+            })
         };
         self.list_of.insert(key, list);
         // Per-event lists: probed with the event's own attribute mask.
         if key.r.is_none_or(|r| r.0 == key.l.0) {
-            let entry = (list, key.l.1, key.r.map(|r| r.1));
-            self.stream_mut(key.l.0).attr.push(entry);
+            let entry = Some((list, key.l.1, key.r.map(|r| r.1)));
+            let info = self.stream_mut(key.l.0);
+            let k = match info.free.pop() {
+                Some(k) => {
+                    info.attr[k as usize] = entry;
+                    k
+                }
+                None => {
+                    info.attr.push(entry);
+                    info.attr.len() as u32 - 1
+                }
+            };
+            info.attr_at.insert(list, k);
         }
         list
     }
 
-    fn add_pred(&mut self, pred: &PredSpec, bit: usize) -> (ListRef, u32) {
-        let mut mask = vec![0; self.nw];
-        set(&mut mask, bit, true);
+    fn add_pred(&mut self, pred: &PredSpec, bit: usize, bulk: bool) -> (ListRef, u32) {
+        let b = bit as u32;
         let fkey = |f: &Factor| Some((f.f.to_bits(), f.int));
         match pred {
             PredSpec::Range { id, stream, slot, lower, tf, ti } | PredSpec::PairRange { id, l: (stream, slot), lower, tf, ti, .. } => {
@@ -686,11 +871,7 @@ impl Operator {
                 let key = ListKey { family: *lower as u8, l: (*stream, *slot), r, factor: factor.as_ref().and_then(fkey) };
                 let list = self.list(key, factor);
                 let ListRef::Range(i) = list else { unreachable!() };
-                let entries = &mut self.ranges[i].entries;
-                match entries.iter_mut().find(|e| e.pred == *id) {
-                    Some(e) => or_into(&mut e.mask, &mask),
-                    None => entries.push(RangeEntry { pred: *id, tf: *tf, ti: *ti, mask }),
-                }
+                self.ranges[i].add(*id, *tf, *ti, b, bulk);
                 (list, *id)
             }
             PredSpec::Eq { id, stream, slot, eq, constant } | PredSpec::PairEq { id, l: (stream, slot), eq, constant, .. } => {
@@ -701,11 +882,7 @@ impl Operator {
                 let key = ListKey { family: 2, l: (*stream, *slot), r, factor: factor.as_ref().and_then(fkey) };
                 let list = self.list(key, factor);
                 let ListRef::Eq(i) = list else { unreachable!() };
-                let entries = &mut self.eqs[i].entries;
-                match entries.iter_mut().find(|e| e.pred == *id) {
-                    Some(e) => or_into(&mut e.mask, &mask),
-                    None => entries.push(EqEntry { pred: *id, eq: *eq, constant: constant.clone(), mask }),
-                }
+                self.eqs[i].add(*id, *eq, constant, b, bulk);
                 (list, *id)
             }
         }
@@ -734,8 +911,6 @@ impl Operator {
                 }
             };
             for depth in 0..path.len() {
-                // whether a list was inserted among the node's: the indices after it moved
-                let mut moved = false;
                 if depth > 0 {
                     let stream = path[depth];
                     let found = self.nodes[node].children.iter().copied().find(|&c| self.nodes[c].stream == stream);
@@ -760,34 +935,30 @@ impl Operator {
                         }
                         let check = Check { list, l: (ld, l.1), r: (rd, r.1), window: l.1 == 0 && r.1 == 0 };
                         let n = &mut self.nodes[node];
-                        let at = n.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
-                            // join lists before window lists (see `Node::split`)
-                            let at = n.checks.partition_point(|c| !c.window || check.window);
-                            n.checks.insert(at, check);
-                            n.checks_of.shift_from(at);
-                            moved = true;
-                            at
-                        });
+                        let at = n.check_index(check);
                         n.checks_of.add(bit, at);
                     }
                 }
-                let attrs = self.streams.get(path[depth] as usize).map_or_else(Vec::new, |info| {
-                    let mine = |list: &ListRef| lists.iter().any(|(l, _)| l == list);
-                    (0..info.attr.len() as u32).filter(|&k| matches!(info.attr[k as usize], (l @ ListRef::Range(_), _, None) if mine(&l))).collect()
+                // the attribute range lists of the node's stream the query uses
+                let mut attrs: Vec<u32> = self.streams.get(path[depth] as usize).map_or_else(Vec::new, |info| {
+                    lists
+                        .iter()
+                        .filter_map(|(l, _)| info.attr_at.get(l).copied())
+                        .filter(|&k| matches!(info.attr[k as usize], Some((ListRef::Range(_), _, None))))
+                        .collect()
                 });
+                attrs.sort_unstable();
+                attrs.dedup();
                 let n = &mut self.nodes[node];
                 n.attrs_of.put(bit, &attrs);
-                if moved {
-                    n.check_sets = CheckSets::new(n.checks.len(), &n.checks_of);
-                    n.split = n.checks.partition_point(|c| !c.window);
-                } else {
-                    n.check_sets.put(bit, n.checks_of.of(bit));
-                }
+                n.check_sets.put(bit, n.checks_of.of(bit));
                 set(&mut n.mask, bit, true);
                 n.widest = n.widest.max(spec.window);
                 if depth == path.len() - 1 {
                     set(&mut n.ends, bit, true);
                 }
+                let (windows, ranges) = self.own_plan(&self.nodes[node], bit);
+                self.nodes[node].own.put(bit, &windows, &ranges);
             }
         }
     }
@@ -833,90 +1004,78 @@ impl Operator {
 
     fn new_node(&self, stream: u32, depth: usize) -> Node {
         Node { stream, depth, mask: vec![0; self.nw], ends: vec![0; self.nw], widest: 0, children: Vec::new(),
-               checks: Vec::new(), checks_of: PerBit::default(), check_sets: CheckSets::default(), split: 0,
-               attrs_of: PerBit::default(), own: OwnPlans::default() }
+               checks: Vec::new(), check_at: FxHashMap::default(), windowed: Vec::new(), checks_of: PerBit::default(),
+               check_sets: CheckSets::default(), attrs_of: PerBit::default(), own: OwnPlans::default() }
     }
 
-    /// Make every node's `own` plans from the current lists, if they changed.
-    fn plan(&mut self) {
-        if !std::mem::take(&mut self.unplanned) {
-            return;
+    /// Query `bit`'s own plan at node `c` (see `OwnPlans`): its window lists in the
+    /// node's order, then its join and attribute range lists.
+    fn own_plan(&self, c: &Node, bit: usize) -> (Vec<OwnWindow>, Vec<OwnRange>) {
+        let (mut windows, mut ranges) = (Vec::new(), Vec::new());
+        let mut ks: Vec<u32> = c.checks_of.of(bit).to_vec();
+        ks.sort_unstable();
+        for check in ks.iter().map(|&k| &c.checks[k as usize]).filter(|c| c.window) {
+            let ListRef::Range(j) = check.list else { continue };
+            let list = &self.ranges[j];
+            let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
+            let Some((partner_is_left, _, other)) = bound_side(check, c.depth) else { continue };
+            let ti = list.tightest(bit).map(|(_, ti)| ti);
+            windows.push(OwnWindow { list: j, other: other.0, partner_is_left, ti });
         }
-        for n in 0..self.nodes.len() {
-            let own = self.own_plans(&self.nodes[n]);
-            self.nodes[n].own = own;
+        for &k in c.checks_of.of(bit) {
+            let check = &c.checks[k as usize];
+            let ListRef::Range(j) = check.list else { continue };
+            // a window predicate: the time range already holds it
+            let Some((partner_is_left, slot, other)) = bound_side(check, c.depth).filter(|_| !check.window) else {
+                continue;
+            };
+            let own = self.ranges[j].tighter(bit);
+            ranges.push(OwnRange { list: j, slot, join: Some((other, partner_is_left)), own, at: AtCache::default() });
         }
+        let attr = self.streams.get(c.stream as usize).map_or(&[][..], |info| &info.attr[..]);
+        for &k in c.attrs_of.of(bit) {
+            let Some((ListRef::Range(j), slot, _)) = attr[k as usize] else { unreachable!("attribute range lists only") };
+            ranges.push(OwnRange { list: j, slot, join: None, own: self.ranges[j].tighter(bit), at: AtCache::default() });
+        }
+        (windows, ranges)
     }
 
-    fn own_plans(&self, c: &Node) -> OwnPlans {
-        let mut plans = OwnPlans::default();
-        for bit in 0..self.next_bit {
-            let (w, r) = (plans.windows.len() as u32, plans.ranges.len() as u32);
-            for check in c.phase_checks(c.check_sets.of(bit), Phase::W) {
-                let ListRef::Range(j) = check.list else { continue };
-                let list = &self.ranges[j];
-                let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
-                let Some((partner_is_left, _, other)) = bound_side(check, c.depth) else { continue };
-                let ti = list.tightest(bit).map(|(_, ti)| ti);
-                plans.windows.push(OwnWindow { list: j, other: other.0, partner_is_left, ti });
-            }
-            for &k in c.checks_of.of(bit) {
-                let check = &c.checks[k as usize];
-                let ListRef::Range(j) = check.list else { continue };
-                // a window predicate: the time range already holds it
-                let Some((partner_is_left, slot, other)) = bound_side(check, c.depth).filter(|_| !check.window) else {
-                    continue;
-                };
-                let own = self.ranges[j].tighter(bit);
-                plans.ranges.push(OwnRange { list: j, slot, join: Some((other, partner_is_left)), own });
-            }
-            let attr = &self.streams[c.stream as usize].attr;
-            for &k in c.attrs_of.of(bit) {
-                let (ListRef::Range(j), slot, _) = attr[k as usize] else { unreachable!("attribute range lists only") };
-                plans.ranges.push(OwnRange { list: j, slot, join: None, own: self.ranges[j].tighter(bit) });
-            }
-            plans.runs.push([w, plans.windows.len() as u32, r, plans.ranges.len() as u32]);
-        }
-        plans
-    }
-
-    fn add_window(&mut self, window: i64, bit: usize) {
+    fn add_window(&mut self, window: i64, bit: usize, bulk: bool) {
         if self.window_of.len() <= bit {
             self.window_of.resize(bit + 1, 0);
         }
         self.window_of[bit] = window;
-        match self.windows.iter_mut().find(|(w, _)| *w == window) {
-            Some((_, m)) => set(m, bit, true),
-            None => {
-                let mut m = vec![0; self.nw];
-                set(&mut m, bit, true);
-                self.windows.push((window, m));
-            }
+        let (b, nw) = (bit as u32, self.nw);
+        if bulk {
+            self.windows.push(WindowClass { window, set: QSet::one(b, nw) });
+            return;
         }
-        self.rebuild_windows();
+        let at = self.windows.search(|c| c.window < window);
+        if at.0 < self.windows.blocks().len() && self.windows.entry(at).window == window {
+            self.windows.add_bit(at, b);
+        } else {
+            self.windows.insert(at, WindowClass { window, set: QSet::one(b, nw) });
+        }
+        self.window_heads();
     }
 
-    fn rebuild_windows(&mut self) {
-        self.windows.sort_by_key(|(w, _)| *w);
-        let mut rows = vec![vec![0; self.nw]];
-        for (_, m) in &self.windows {
-            let mut row = rows.last().unwrap().clone();
-            or_into(&mut row, m);
-            rows.push(row);
-        }
-        self.narrower = rows;
+    fn window_heads(&mut self) {
+        self.window_heads = self.windows.blocks().iter().map(|b| b.entries[0].window).collect();
     }
 
     /// The largest MAXWINDOW among `group`'s queries (State-Slice: a group of narrow
     /// queries does not retrieve what only a wider one could use).
     fn widest(&self, group: &[u64]) -> i64 {
-        self.windows.iter().rev().find(|(_, m)| mask_intersects(m, group)).map_or(0, |(w, _)| *w)
+        self.windows.last_hit(group, &(0..group.len())).map_or(0, |at| self.windows.entry(at).window)
     }
 
-    /// The queries whose MAXWINDOW is below `span`.
-    fn too_narrow(&self, span: i128) -> &[u64] {
-        let p = self.windows.partition_point(|(w, _)| (*w as i128) < span);
-        &self.narrower[p]
+    /// Clear in words `r` of `mask` the queries whose MAXWINDOW is below `span`;
+    /// whether any query is left there.
+    #[inline(always)]
+    fn clear_narrow(&self, span: i128, mask: &mut [u64], r: &Words) -> bool {
+        let k0 = self.window_heads.partition_point(|&w| (w as i128) < span);
+        let at = self.windows.locate(k0, |c| (c.window as i128) < span);
+        self.windows.clear_before(at, mask, r)
     }
 
     // events ---------------------------------------------------------------------
@@ -926,7 +1085,7 @@ impl Operator {
         let Some(info) = self.streams.get(stream as usize) else { return };
         let value = |slot: usize| row.get(slot).unwrap_or(&V::Missing);
         let all = 0..out.len();
-        for &(list, l, r) in &info.attr {
+        for &(list, l, r) in info.attr.iter().flatten() {
             match (list, r) {
                 (ListRef::Range(i), None) => self.ranges[i].attr_fail(value(l), out, &all, exact),
                 (ListRef::Eq(i), None) => self.eqs[i].attr_fail(value(l), out, &all, exact),
@@ -955,7 +1114,6 @@ impl Operator {
 
     /// Accept an event and return the results whose last event it is (DESIGN 3).
     pub fn process(&mut self, ev: Incoming, exact: &mut dyn Exact) -> Result<Vec<Hit>, Late> {
-        self.plan();
         if !self.keys.contains_key(ev.key) {
             self.keys.insert(ev.key.into(), KeyState::default());
         }
@@ -1025,7 +1183,6 @@ impl Operator {
     /// Results of the query with `bit` over the events already held, each from the
     /// event that arrived last (PSoup's query-data duality).
     pub fn history(&mut self, bit: usize, exact: &mut dyn Exact) -> Vec<(Box<str>, Hit)> {
-        self.plan();
         let Some(q) = self.queries.get(&bit) else { return Vec::new() };
         let streams = q.spec.streams.clone();
         let mut keys: Vec<Box<str>> = self.keys.keys().cloned().collect();
@@ -1129,10 +1286,12 @@ impl Operator {
         }
     }
 
-    fn users(&self, check: &Check) -> &[u64] {
+    /// Whether a query of `mask`'s words `r` has a predicate in `check`'s list.
+    #[inline(always)]
+    fn touches(&self, check: &Check, mask: &[u64], r: &Words) -> bool {
         match check.list {
-            ListRef::Range(j) => self.ranges[j].users(),
-            ListRef::Eq(j) => self.eqs[j].users(),
+            ListRef::Range(j) => self.ranges[j].touches(mask, r),
+            ListRef::Eq(j) => self.eqs[j].touches(mask, r),
         }
     }
 
@@ -1146,8 +1305,7 @@ impl Operator {
                        stats: &mut Stats) -> bool {
         let phase = phase as usize;
         for check in checks {
-            let users = self.users(check);
-            if !mask_intersects(&survivors[r.clone()], &users[r.clone()]) {
+            if !self.touches(check, survivors, r) {
                 continue;
             }
             stats.probes += 1;
@@ -1232,7 +1390,7 @@ impl Operator {
                 // State-Slice: a retrieval keeps to its queries' time ranges, each
                 // partner for the queries whose MAXWINDOW it fits.
                 stats.comparisons[Phase::W as usize] += 1;
-                if !and_not(&mut survivors[r.clone()], &self.too_narrow(span)[r.clone()]) {
+                if !self.clear_narrow(span, survivors, &r) {
                     continue;
                 }
                 // The words the partner's own queries span: a few queries of a large
@@ -1254,7 +1412,7 @@ impl Operator {
                         }
                         Phase::W | Phase::J => {
                             if !listed {
-                                c.check_sets.union(survivors, &rc, sets);
+                                c.check_sets.union(survivors, &rc, &c.checks_of, sets);
                                 listed = true;
                             }
                             let checks = c.phase_checks(sets, phase);
@@ -1339,7 +1497,7 @@ impl Operator {
                 }
                 let r = words(&group);
                 let mut sets = vec![0; c.check_sets.words];
-                c.check_sets.union(&group, &r, &mut sets);
+                c.check_sets.union(&group, &r, &c.checks_of, &mut sets);
                 x.window_lists = (n * c.phase_checks(&sets, Phase::W).count()) as f64;
                 x.join_lists = (n * c.phase_checks(&sets, Phase::J).count()) as f64;
                 let step = (n / SAMPLED).max(1);
@@ -1356,7 +1514,7 @@ impl Operator {
                     let span = (ts.max(pts) - ts.min(pts)) as i128;
                     survivors.copy_from_slice(&group);
                     stats.comparisons[Phase::W as usize] += 1;
-                    if and_not(&mut survivors, self.too_narrow(span))
+                    if self.clear_narrow(span, &mut survivors, &(0..self.nw))
                         && self.probe_lists(ks, c.phase_checks(&sets, Phase::W), Phase::W, &partial, &mut survivors, &mut scratch, &r,
                                             exact, stats)
                     {
@@ -1424,15 +1582,15 @@ impl Operator {
     /// list is skipped), widened past rounding (the lists' exact filter decides): one
     /// per join list whose other side is bound to a number, one per attribute range
     /// list of the partner's stream, passed to `each` as (partner slot and range, the
-    /// list's step in the query's plan, the list's predicate type). Inlined, as
+    /// index of the list's step in the query's plan, the list's predicate type). Inlined, as
     /// `Store::between` is: called per query a retrieval sieves for, and per
     /// retrieval, their calls were 0.6% of the instructions of J n=100.
     #[inline(always)]
     fn partner_ranges(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
-                      shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, &OwnRange, Phase)) {
+                      shared: Option<(&[u64], &Words)>, mut each: impl FnMut(Bound, u32, Phase)) {
         debug_assert_eq!(partial.len(), c.depth);
-        for step in c.own.ranges(bit) {
-            let &OwnRange { list, slot, join, own } = step;
+        for (i, step) in c.own.ranges(bit).iter().enumerate() {
+            let &OwnRange { list, slot, join, own, .. } = step;
             let list = &self.ranges[list];
             let ov = match join {
                 Some((other, _)) => {
@@ -1449,12 +1607,12 @@ impl Operator {
             let Some(t) = picked else { continue };
             if let Some((_, partner_is_left)) = join {
                 if let Some((lo, hi)) = join_range(list, partner_is_left, ov, t) {
-                    each(Bound { slot, lo, hi }, step, Phase::J);
+                    each(Bound { slot, lo, hi }, i as u32, Phase::J);
                 }
             } else if t.is_finite() {
                 let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
                 let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
-                each(Bound { slot, lo, hi }, step, Phase::A);
+                each(Bound { slot, lo, hi }, i as u32, Phase::A);
             }
         }
     }
@@ -1533,17 +1691,18 @@ impl Operator {
     fn slices(&self, q: &[u64], r: &Words, slices: &mut Vec<u64>, widest: &mut Vec<i64>) {
         slices.clear();
         widest.clear();
-        let present = || self.windows.iter().filter(|(_, m)| mask_intersects(&m[r.clone()], &q[r.clone()]));
+        let present = || self.windows.iter().filter(|c| c.set.intersects(q, r));
         let per_slice = present().count().div_ceil(SLICES).max(1);
-        for (k, (w, m)) in present().enumerate() {
+        for (k, class) in present().enumerate() {
             if k % per_slice == 0 {
                 slices.resize(slices.len() + q.len(), 0);
                 widest.push(0);
             }
             let at = slices.len() - q.len();
             let slice = &mut slices[at..];
-            slice[r.clone()].iter_mut().zip(&m[r.clone()]).zip(&q[r.clone()]).for_each(|((s, m), q)| *s |= m & q);
-            *widest.last_mut().unwrap() = *w;
+            class.set.or_into(slice, r);
+            slice[r.clone()].iter_mut().zip(&q[r.clone()]).for_each(|(s, q)| *s &= q);
+            *widest.last_mut().unwrap() = class.window;
         }
     }
 
@@ -1645,11 +1804,10 @@ impl Operator {
             steps.clear();
             self.partner_ranges(ks, c, partial, bit, None, |b, step, phase| {
                 bounds.push(b);
-                // a query alone is given only the lists it has a constant in
-                steps.push((step.list, step.own.expect("a query's own range").1, phase));
+                steps.push((step, phase));
             });
             let mut best: Option<(usize, std::ops::Range<usize>, usize)> = None;
-            for (k, (&Bound { slot, lo, hi }, &(_, _, phase))) in
+            for (k, (&Bound { slot, lo, hi }, &(_, phase))) in
                 bounds[start..].iter().zip(steps.iter()).enumerate()
             {
                 let x = ks.stores[s].index(slot);
@@ -1666,12 +1824,17 @@ impl Operator {
                 bounds.truncate(start);
                 continue;
             };
-            let (list, row, phase) = steps[k];
+            let (step, phase) = steps[k];
+            let step = &c.own.ranges(bit)[step as usize];
+            // a query alone is given only the lists it has a constant in
+            let (_, pred) = step.own.expect("a query's own range");
             // the queries it serves: those at least as tight as the query
-            let served = self.ranges[list].row(row);
             let at = covered.len();
-            covered.extend(served.iter().zip(uncovered.iter()).map(|(u, g)| u & g));
-            covered[at + bit / 64] |= 1 << (bit % 64);
+            covered.resize(at + self.nw, 0);
+            let served = &mut covered[at..];
+            self.ranges[step.list].or_tighter(pred, &step.at, served, &(0..self.nw));
+            served.iter_mut().zip(uncovered.iter()).for_each(|(s, u)| *s &= u);
+            served[bit / 64] |= 1 << (bit % 64);
             and_not(uncovered, served);
             total += entries.len();
             let own = start..bounds.len();
@@ -1688,8 +1851,8 @@ impl Operator {
             .iter()
             .map(|(key, list)| {
                 let (entries, factor) = match *list {
-                    ListRef::Range(i) => (self.ranges[i].entries.len(), self.ranges[i].factor),
-                    ListRef::Eq(i) => (self.eqs[i].entries.len(), self.eqs[i].factor),
+                    ListRef::Range(i) => (self.ranges[i].len(), self.ranges[i].factor),
+                    ListRef::Eq(i) => (self.eqs[i].len(), self.eqs[i].factor),
                 };
                 (key.family, key.l, key.r, factor.map(|f| f.f), entries)
             })
@@ -1723,6 +1886,55 @@ impl Operator {
                 k.len() + ks.stores.capacity() * size_of::<Store>()
                     + ks.stores.iter().map(|s| s.bytes() - size_of::<Store>()).sum::<usize>()
             }).sum::<usize>()
+    }
+
+    /// Bytes the registered queries take: the lists, the MAXWINDOW classes, the plan
+    /// nodes and what is kept per query (what memory per registered query is computed
+    /// from; allocator overhead aside).
+    pub fn registry_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let map = |cap: usize, item: usize| cap * (1 + item);
+        let per_bit = |p: &PerBit| p.runs.capacity() * 8 + p.items.capacity() * 4;
+        let nodes: usize = self
+            .nodes
+            .iter()
+            .map(|n| {
+                size_of::<Node>()
+                    + (n.mask.capacity() + n.ends.capacity() + n.windowed.capacity() + n.check_sets.sets.capacity()) * 8
+                    + n.checks.capacity() * size_of::<Check>()
+                    + map(n.check_at.capacity(), size_of::<(Check, u32)>())
+                    + per_bit(&n.checks_of)
+                    + per_bit(&n.attrs_of)
+                    + n.own.runs.capacity() * 16
+                    + n.own.windows.capacity() * size_of::<OwnWindow>()
+                    + n.own.ranges.capacity() * size_of::<OwnRange>()
+            })
+            .sum();
+        let queries: usize = map(self.queries.capacity(), size_of::<(usize, Registered)>())
+            + self
+                .queries
+                .values()
+                .map(|q| {
+                    q.spec.streams.capacity() * 4
+                        + q.spec.preds.capacity() * size_of::<PredSpec>()
+                        + q.lists.capacity() * size_of::<(ListRef, u32)>()
+                })
+                .sum::<usize>();
+        self.ranges.iter().map(|l| size_of::<RangeList>() + l.heap_bytes()).sum::<usize>()
+            + self.eqs.iter().map(|l| size_of::<EqList>() + l.heap_bytes()).sum::<usize>()
+            + map(self.list_of.capacity(), size_of::<(ListKey, ListRef)>())
+            + (self.range_keys.capacity() + self.eq_keys.capacity()) * size_of::<ListKey>()
+            + self.windows.heap_bytes()
+            + self.window_heads.capacity() * 8
+            + self.window_of.capacity() * 8
+            + self.free_bits.capacity() * 8
+            + self
+                .streams
+                .iter()
+                .map(|i| i.attr.capacity() * 32 + map(i.attr_at.capacity(), 24) + i.free.capacity() * 4)
+                .sum::<usize>()
+            + nodes
+            + queries
     }
 
     /// A key's held events (ts >= floor) in arrival order, as (stream, index).
@@ -1866,7 +2078,7 @@ mod tests {
     }
 
     #[test]
-    fn per_bit_runs_survive_rewrites_shifts_and_compaction() {
+    fn per_bit_runs_survive_rewrites_and_compaction() {
         let mut per = PerBit::default();
         let mut expected: Vec<Vec<u32>> = vec![Vec::new(); 40];
         let mut rng = Lcg(3);
@@ -1887,9 +2099,8 @@ mod tests {
                     }
                 }
                 _ => {
-                    let at = rng.below(30) as usize;
-                    per.shift_from(at);
-                    expected.iter_mut().flatten().filter(|k| **k as usize >= at).for_each(|k| *k += 1);
+                    per.put(bit, &[]);
+                    expected[bit].clear();
                 }
             }
             assert!(per.items.len() <= 2 * per.live + 64);
@@ -1900,17 +2111,23 @@ mod tests {
         assert_eq!(per.of(99), &[] as &[u32]);
     }
 
-    /// Every node's list sets hold exactly each query's list indices, and its join
-    /// lists come before `split`, its window lists from it on.
+    /// Every node's list sets hold exactly each query's list indices, and each phase
+    /// finds its own lists among them.
     fn assert_list_sets_agree(op: &Operator) {
         for node in &op.nodes {
-            assert!(node.checks[..node.split].iter().all(|c| !c.window));
-            assert!(node.checks[node.split..].iter().all(|c| c.window));
             for bit in 0..op.next_bit {
                 let mut of: Vec<usize> = node.checks_of.of(bit).iter().map(|&k| k as usize).collect();
                 of.sort();
-                let set: Vec<usize> = bits(node.check_sets.of(bit)).collect();
-                assert_eq!(set, of, "bit {bit}");
+                let mut mask = vec![0; op.nw];
+                set(&mut mask, bit, true);
+                let mut sets = vec![0; node.check_sets.words];
+                node.check_sets.union(&mask, &(0..op.nw), &node.checks_of, &mut sets);
+                assert_eq!(bits(&sets).collect::<Vec<_>>(), of, "bit {bit}");
+                for (phase, window) in [(Phase::W, true), (Phase::J, false)] {
+                    let listed: Vec<Check> = node.phase_checks(&sets, phase).copied().collect();
+                    let expected: Vec<Check> = of.iter().map(|&k| node.checks[k]).filter(|c| c.window == window).collect();
+                    assert_eq!(listed, expected, "bit {bit}");
+                }
             }
         }
     }
@@ -1937,6 +2154,121 @@ mod tests {
         // A.x - B.x >= 2 fails
         let hits = op.process(event(1, 3, 4), &mut NoExact).ok().unwrap();
         assert_eq!(hits.iter().map(|h| h.bit).collect::<Vec<_>>(), vec![bits[0]]);
+    }
+
+    /// Hundreds of join queries sharing join, attribute and window lists (many
+    /// distinct constants and a few repeated by many queries) and hundreds of distinct
+    /// MAXWINDOWs, so masks are wide enough for blocks of several entries: queries
+    /// come (one at a time and in bulk) and go between events, and every result is
+    /// the brute force's: each combination within the query's window whose last event
+    /// arrived while it was registered.
+    #[test]
+    fn many_join_queries_coming_and_going_find_what_brute_force_finds() {
+        let mut rng = Lcg(11);
+        let one = Factor { f: 1.0, int: Some(1) };
+        // the horizon covers every window from the start: no partner is dropped before
+        // a wider query comes
+        let mut op = Operator::new(3000, 0);
+        op.types = TypeManager::new(Some(STATIC_ORDERS[0]), 128);
+        for s in 0..2 {
+            op.widen(s, 3);
+        }
+        let query = |rng: &mut Lcg| {
+            let window = 10 + rng.below(300) as i64 * 10;
+            let t = |rng: &mut Lcg, spread: u64| if rng.below(3) == 0 { 0 } else { rng.below(2 * spread) as i64 - spread as i64 };
+            let mut conds = vec![Cond::Pair((0, 1), (1, 1), rng.below(2) == 0, t(rng, 40))];
+            if rng.below(2) == 0 {
+                conds.push(Cond::Attr(1, 2, rng.below(2) == 0, t(rng, 50) + 50));
+            }
+            if rng.below(3) == 0 {
+                conds.push(Cond::Pair((1, 0), (0, 0), rng.below(2) == 0, t(rng, 200)));
+            }
+            // the same constant in the same list is one predicate, as Python ids them
+            let preds = conds
+                .iter()
+                .map(|&c| match c {
+                    Cond::Attr(stream, slot, lower, t) => {
+                        let id = 1_000_000 + (lower as u32) * 1000 + (t + 500) as u32;
+                        PredSpec::Range { id, stream, slot, lower, tf: t as f64, ti: t as i128 }
+                    }
+                    Cond::Pair(l, r, lower, t) => {
+                        let id = 2_000_000 + l.0 * 100_000 + (lower as u32) * 10_000 + (t + 5000) as u32;
+                        PredSpec::PairRange { id, l, r, lower, factor: one, tf: t as f64, ti: t as i128 }
+                    }
+                })
+                .collect();
+            (QuerySpec { streams: vec![0, 1], window, preds }, (window, conds))
+        };
+        // per query (in creation order): its window and conditions, and the arrival
+        // numbers its results may end at
+        let mut queries: Vec<((i64, Vec<Cond>), std::ops::Range<u64>)> = Vec::new();
+        let mut live: Vec<(usize, usize)> = Vec::new(); // (bit, query)
+        let mut events: Vec<(u64, u32, i64, i64, i64)> = Vec::new();
+        let mut got: Vec<(usize, Vec<u64>)> = Vec::new();
+        let (mut ts, mut seq) = (0, 0u64);
+        for round in 0..300 {
+            match rng.below(10) {
+                0 | 1 => {
+                    // in bulk (hundreds at once every few rounds), or a few
+                    let n = if round % 10 == 0 { 300 } else { 1 + rng.below(3) as usize };
+                    let made: Vec<_> = (0..n).map(|_| query(&mut rng)).collect();
+                    let bits = if n == 1 {
+                        vec![op.register(made[0].0.clone())]
+                    } else {
+                        op.register_many(made.iter().map(|m| m.0.clone()).collect())
+                    };
+                    for (bit, (_, q)) in bits.into_iter().zip(made) {
+                        live.push((bit, queries.len()));
+                        queries.push((q, seq..u64::MAX));
+                    }
+                }
+                2 if !live.is_empty() => {
+                    // a query, or a third of them
+                    let gone: Vec<usize> = if rng.below(3) == 0 {
+                        (0..live.len()).filter(|i| i % 3 == 0).collect()
+                    } else {
+                        vec![rng.below(live.len() as u64) as usize]
+                    };
+                    for i in gone.into_iter().rev() {
+                        let (bit, q) = live.remove(i);
+                        op.deregister(bit);
+                        queries[q].1.end = seq;
+                    }
+                }
+                _ => {
+                    ts += rng.below(25) as i64;
+                    let stream = rng.below(2) as u32;
+                    let (x, y) = (rng.below(100) as i64, rng.below(100) as i64);
+                    let incoming = Incoming { stream, key: "k", ts, shape: 0, row: vec![V::I(ts), V::I(x), V::I(y)], pos: (0, 0) };
+                    for hit in op.process(incoming, &mut NoExact).ok().unwrap() {
+                        let q = live.iter().find(|(bit, _)| *bit == hit.bit).expect("a live query's result").1;
+                        got.push((q, hit.seqs));
+                    }
+                    events.push((seq, stream, ts, x, y));
+                    seq += 1;
+                }
+            }
+        }
+        assert!(op.nw >= 16, "wide masks: {} words", op.nw);
+        let value = |e: &(u64, u32, i64, i64, i64), slot: usize| [e.2, e.3, e.4][slot];
+        let mut expected = Vec::new();
+        for (q, ((window, conds), alive)) in queries.iter().enumerate() {
+            for a in events.iter().filter(|e| e.1 == 0) {
+                for b in events.iter().filter(|e| e.1 == 1) {
+                    let last = a.0.max(b.0);
+                    let fits = (a.2 - b.2).abs() <= *window && alive.contains(&last);
+                    let row = |s: u32| if s == 0 { a } else { b };
+                    if fits && conds.iter().all(|&c| holds(c, |s, slot| value(row(s), slot))) {
+                        expected.push((q, vec![a.0, b.0]));
+                    }
+                }
+            }
+        }
+        got.sort();
+        expected.sort();
+        assert!(expected.len() > 1000, "a test with results: {}", expected.len());
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected);
     }
 
     fn event(stream: u32, ts: i64, x: i64) -> Incoming<'static> {

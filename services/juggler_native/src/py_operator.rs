@@ -688,6 +688,11 @@ fn event_of<'k>(ks: &'k KeyState, hit: &Hit, s: u32) -> (&'k Store, usize) {
     (&ks.stores[s as usize], i)
 }
 
+/// A query's `select` as Python gives it: (label, stream, column) triples.
+type Selected = Vec<(Py<PyString>, String, String)>;
+/// `PyOperator::register`'s arguments.
+type Compiled<'py> = (Py<PyString>, Vec<String>, i64, Vec<Bound<'py, PyTuple>>, Option<Selected>);
+
 #[pymethods]
 impl PyOperator {
     /// `order`: "adaptive" or a static order such as "AJW"; `period`: events between
@@ -724,25 +729,38 @@ impl PyOperator {
     /// Add a compiled query; returns its bit. `select` is None for `SELECT *`, else
     /// (label, stream, column) triples.
     fn register(&mut self, py: Python<'_>, query_id: Py<PyString>, streams: Vec<String>, window: i64,
-                preds: Vec<Bound<'_, PyTuple>>, select: Option<Vec<(Py<PyString>, String, String)>>) -> PyResult<usize> {
-        let from: Vec<u32> = streams.iter().map(|s| self.stream_id(py, s)).collect();
-        let preds = preds.iter().map(pred).collect::<PyResult<Vec<_>>>()?;
-        let select = match select {
-            None => None,
-            Some(items) => Some(
+                preds: Vec<Bound<'_, PyTuple>>, select: Option<Selected>) -> PyResult<usize> {
+        Ok(self.register_many(py, vec![(query_id, streams, window, preds, select)])?[0])
+    }
+
+    /// `register` for many queries at once, each a tuple of its arguments; their bits
+    /// in order. The operator builds its lists once for all of them (a restore, a
+    /// burst of commands) instead of once per query.
+    fn register_many(&mut self, py: Python<'_>, queries: Vec<Compiled<'_>>) -> PyResult<Vec<usize>> {
+        let mut specs = Vec::with_capacity(queries.len());
+        let mut infos = Vec::with_capacity(queries.len());
+        for (query_id, streams, window, preds, select) in queries {
+            let from: Vec<u32> = streams.iter().map(|s| self.stream_id(py, s)).collect();
+            let preds = preds.iter().map(pred).collect::<PyResult<Vec<_>>>()?;
+            let select: Option<Vec<_>> = select.map(|items| {
                 items
                     .into_iter()
                     .map(|(label, s, c)| {
                         let (sid, slot) = self.slot(py, &s, &c);
                         (label, sid, slot)
                     })
-                    .collect(),
-            ),
-        };
-        let avro = QueryAvro::new(py, &query_id, &streams.iter().map(String::as_str).collect::<Vec<_>>(), select.as_deref());
-        let bit = self.core.register(QuerySpec { streams: from.clone(), window, preds });
-        self.queries.insert(bit, QueryInfo { id: query_id, from, select, avro });
-        Ok(bit)
+                    .collect()
+            });
+            let names: Vec<&str> = streams.iter().map(String::as_str).collect();
+            let avro = QueryAvro::new(py, &query_id, &names, select.as_deref());
+            specs.push(QuerySpec { streams: from.clone(), window, preds });
+            infos.push(QueryInfo { id: query_id, from, select, avro });
+        }
+        let bits = self.core.register_many(specs);
+        for (&bit, info) in bits.iter().zip(infos) {
+            self.queries.insert(bit, info);
+        }
+        Ok(bits)
     }
 
     fn deregister(&mut self, bit: usize) {
@@ -841,6 +859,12 @@ impl PyOperator {
     /// Bytes of per-key state held in Rust (keys, stores, held events, indexes).
     fn state_bytes(&self) -> usize {
         self.core.state_bytes()
+    }
+
+    /// Bytes the registered queries take in Rust: lists, MAXWINDOW classes, plan
+    /// nodes and what is kept per query.
+    fn registry_bytes(&self) -> usize {
+        self.core.registry_bytes() + self.queries.capacity() * (1 + std::mem::size_of::<(usize, QueryInfo)>())
     }
 
     fn key_count(&self) -> usize {
