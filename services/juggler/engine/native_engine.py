@@ -19,7 +19,7 @@ are ordered by arrival where DESIGN orders them by position.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -47,7 +47,12 @@ class NativeEngine:
         self._queries: dict[str, Query] = {}
         self._bits: dict[str, int] = {}
         self._pred_ids: dict[Predicate, int] = {}
-        self._preds: list[Predicate] = []
+        self._preds: list[Predicate | None] = []
+        self._pred_users: list[int] = []
+        """Per predicate id, how many registered queries use it: an id with none is
+        free for the next new predicate, so what is kept follows what is registered,
+        not every predicate ever seen."""
+        self._free_ids: list[int] = []
 
     @property
     def queries(self) -> dict[str, Query]:
@@ -64,10 +69,7 @@ class NativeEngine:
     def register(self, query: Query, history: bool = False) -> list[Result]:
         if query.id in self._queries:
             raise RegistrationError(f"query {query.id!r} is already registered")
-        select = None if query.select is None else [
-            (str(c), c.stream, c.column) for c in query.select]
-        preds = [self._compile(p) for p in query.predicates]
-        bit = self._op.register(query.id, list(query.streams), query.window, preds, select)
+        bit = self._op.register(*self._spec(query))
         self._queries[query.id] = query
         self._bits[query.id] = bit
         if not history:
@@ -76,11 +78,34 @@ class NativeEngine:
         # engine numbers its keys' events one key after another.
         return sorted(self._op.history(bit), key=lambda r: tuple(r.sources.values()))
 
+    def register_many(self, queries: Iterable[Query]) -> None:
+        """`register` without history for many queries at once (a restore, a burst of
+        commands): one crossing into the operator, which builds its lists once for
+        all of them instead of once per query. All or none: an id registered already,
+        or twice among them, raises RegistrationError before any is registered."""
+        queries = list(queries)
+        seen: set[str] = set()
+        for query in queries:
+            if query.id in self._queries or query.id in seen:
+                raise RegistrationError(f"query {query.id!r} is already registered")
+            seen.add(query.id)
+        bits = self._op.register_many([self._spec(q) for q in queries])
+        for query, bit in zip(queries, bits):
+            self._queries[query.id] = query
+            self._bits[query.id] = bit
+
     def deregister(self, query_id: str) -> None:
-        if query_id not in self._queries:
+        query = self._queries.pop(query_id, None)
+        if query is None:
             raise RegistrationError(f"query {query_id!r} is not registered")
-        del self._queries[query_id]
         self._op.deregister(self._bits.pop(query_id))
+        for predicate in query.predicates:
+            self._release(predicate)
+
+    def registry_bytes(self) -> int:
+        """Bytes the registered queries take in the operator (lists, plan, per-query
+        records), counted by it; the Python objects of the queries come on top."""
+        return self._op.registry_bytes()
 
     def process(self, event: Event) -> list[Result]:
         out = self._op.process(event)
@@ -155,15 +180,40 @@ class NativeEngine:
 
     # compiling ------------------------------------------------------------------------
 
+    def _spec(self, query: Query) -> tuple:
+        """`Operator.register`'s arguments for `query`."""
+        select = None if query.select is None else [
+            (str(c), c.stream, c.column) for c in query.select]
+        preds = [self._compile(p) for p in query.predicates]
+        return query.id, list(query.streams), query.window, preds, select
+
     def _id(self, predicate: Predicate) -> int:
+        """The predicate's id, counting one more query using it."""
         found = self._pred_ids.get(predicate)
         if found is None:
-            found = self._pred_ids[predicate] = len(self._preds)
-            self._preds.append(predicate)
+            if self._free_ids:
+                found = self._free_ids.pop()
+                self._preds[found] = predicate
+            else:
+                found = len(self._preds)
+                self._preds.append(predicate)
+                self._pred_users.append(0)
+            self._pred_ids[predicate] = found
+        self._pred_users[found] += 1
         return found
+
+    def _release(self, predicate: Predicate) -> None:
+        """One query fewer uses `predicate`; its id is free once none does."""
+        found = self._pred_ids[predicate]
+        self._pred_users[found] -= 1
+        if not self._pred_users[found]:
+            del self._pred_ids[predicate]
+            self._preds[found] = None
+            self._free_ids.append(found)
 
     def _exact(self, pred: int, left: Any, right: Any) -> bool:
         predicate = self._preds[pred]
+        assert predicate is not None, "the operator asks only about registered predicates"
         if isinstance(predicate, AttributePredicate):
             return attribute_holds(predicate, left)
         return pair_holds(predicate, left, right)
