@@ -23,6 +23,7 @@ from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
 from juggler.engine.native import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
+from juggler.language.model import Query
 from juggler.service import held_state
 from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
 from juggler.service.transactions import Outbox
@@ -94,6 +95,12 @@ class PartitionTask:
         comes back, nobody processed its partition meanwhile and it is reused as is."""
         self._late_logged = 0.0
         self._late_since_log = 0
+        self._registering: list[Query] = []
+        """Queries whose REGISTER commands this round applied, not yet in the engine: a
+        burst of commands goes in with one `register_many` (`_register_pending`), at
+        the latest before the next event is evaluated."""
+        self._registering_window = 0
+        """The widest MAXWINDOW in `_registering`."""
 
     # inputs -------------------------------------------------------------------------
 
@@ -173,6 +180,7 @@ class PartitionTask:
         return None
 
     def _finish(self, outbox: Outbox, dirty: dict[str, None]) -> None:
+        self._register_pending()
         self.w.clock.enter("state")
         state = self.w.names.state
         if self.live is not None:  # one LIVE per round: every command up to it is live here
@@ -204,6 +212,7 @@ class PartitionTask:
         (`_release`)."""
         if not batch:
             return
+        self._register_pending()
         clock = self.w.clock
         clock.enter("evaluate")
         events = [event for _, _, event in batch if not isinstance(event, CodecError)]
@@ -314,14 +323,21 @@ class PartitionTask:
         qid, action = command["id"], command["action"]
         self._routes.pop(qid, None)
         state = w.names.state
-        horizon = self.engine.horizon
+        horizon = self._horizon()
         if action == "REGISTER" and qid not in self.texts:
+            history = bool(command.get("history"))
             try:
                 query = w.compiled(qid, command["text"])
+                if history:  # its results come now, from what the engine holds now
+                    self._register_pending()
+                    results = self.engine.register(query, history=True)
+                else:
+                    self._registering.append(query)
+                    self._registering_window = max(self._registering_window, query.window)
+                    results = []
                 if command.get("own_topic"):
                     self.own_topic.add(qid)
                     w.own_results_topic(qid)
-                results = self.engine.register(query, history=bool(command.get("history")))
             except (QueryError, RegistrationError) as exc:
                 log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
                 return
@@ -329,14 +345,15 @@ class PartitionTask:
             outbox.put(state, (held_state.QUERY + qid).encode(),
                        held_state.query_record(self.query_seq, command["text"],
                                                qid in self.own_topic), self.partition)
-            if self.engine.horizon != horizon:
+            if self._horizon() != horizon:
                 outbox.put(state, held_state.HORIZON.encode(),
-                           held_state.horizon_record(self.engine.horizon), self.partition)
+                           held_state.horizon_record(self._horizon()), self.partition)
             self.query_seq += 1
             self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
                       len(results))
         elif action == "DEREGISTER" and qid in self.texts:
+            self._register_pending()
             self.engine.deregister(qid)
             del self.texts[qid]
             self.own_topic.discard(qid)
@@ -346,6 +363,26 @@ class PartitionTask:
         self.live = {"id": qid, "action": action, "status": "LIVE", "message": "",
                      "command_offset": int(headers.get(CONTROL_OFFSET_HEADER, b"-1")),
                      "partition": self.partition, "partitions": w.partitions}
+
+    def _horizon(self) -> int:
+        """The engine's horizon once the queries waiting in `_registering` are in it."""
+        return max(self.engine.horizon, self._registering_window)
+
+    def _register_pending(self) -> None:
+        """Put the queries of the REGISTER commands applied since the last call into
+        the engine, all at once (see `_registering`)."""
+        if not self._registering:
+            return
+        queries, self._registering, self._registering_window = self._registering, [], 0
+        try:
+            self.engine.register_many(queries)
+        except RegistrationError:  # not expected (`texts` keeps ids unique): one by one
+            for query in queries:
+                try:
+                    self.engine.register(query)
+                except RegistrationError as exc:
+                    log.error("partition %d: cannot register %r: %s", self.partition,
+                              query.id, exc)
 
     # restore ------------------------------------------------------------------------
 
@@ -392,9 +429,10 @@ class PartitionTask:
     def _restore_queries(self, state: held_state.TaskState) -> None:
         from juggler.language import QueryError
 
+        compiled = []
         for qid, (_, text, own) in sorted(state.queries.items(), key=lambda kv: kv[1][0]):
             try:
-                self.engine.register(self.w.compiled(qid, text))
+                compiled.append(self.w.compiled(qid, text))
             except QueryError as exc:  # the schemas changed under a registered query
                 log.error("partition %d: cannot restore query %r: %s", self.partition, qid, exc)
                 continue
@@ -402,5 +440,7 @@ class PartitionTask:
             if own:
                 self.own_topic.add(qid)
                 self.w.own_results_topic(qid)
+        # in registration order, in one batch: the lists are built once, not per query
+        self.engine.register_many(compiled)
         self.engine.horizon = max(self.engine.horizon, state.horizon)
         self.query_seq = state.next_query_seq()
