@@ -288,7 +288,9 @@ def query_register(query_id: str | None, text: str | None, file: Any, history: b
     """Register query ID (or every query of --file); wait until ACCEPTED and live in
     every partition (exit 0) or REJECTED (exit 1).
 
-    Exit status 3 when no status came within --timeout (no worker running?).
+    Exit status 3 when --timeout seconds passed with no answer (no worker running?):
+    while the workers answer (statuses, LIVE), the wait goes on, however long a large
+    --file takes to go live.
     """
     from juggler.control.commands import Command
 

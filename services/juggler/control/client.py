@@ -141,11 +141,15 @@ def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
                 live: bool = True) -> list[Submission]:
     """`submit` for many commands at once: one producer sends them all (in order, one
     round trip for the lot), and one reader of the status topic collects every answer,
-    so the cost per command is a record, not a connection."""
+    so the cost per command is a record, not a connection.
+
+    `timeout` bounds each wait for Kafka and, while waiting for the answers, the time
+    without any: every status or LIVE that answers one of the commands starts it again,
+    so a large batch that the workers take minutes to apply is waited for as long as
+    they make progress, and given up only once nothing has come for `timeout` seconds."""
     for command in commands:
         validate_query_id(command.id)
     codec = codec or Codec()
-    deadline = time.monotonic() + timeout
     status_topic = prefix + CONTROL_STATUS
     start = _end_offsets(bootstrap, status_topic, timeout) if wait else None
     sent = _produce(bootstrap, prefix + CONTROL,
@@ -156,18 +160,24 @@ def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
     pending = set(outcomes)
 
     def see(msg: Message) -> bool | None:
+        """True once every command is answered; False when this status answered some
+        (progress); None when it answered none."""
         try:
             status = CommandStatus.decode(codec, msg.value())
         except CodecError:
             return None
         offsets = ([o for o in pending if o <= status.command_offset] if status.live
                    else [status.command_offset] if status.command_offset in pending else [])
+        answered = False
         for offset in offsets:
-            if outcomes[offset].see(msg):
+            outcome = outcomes[offset]
+            before = (outcome.verdict is None, len(outcome.live))
+            if outcome.see(msg):
                 pending.discard(offset)
-        return True if not pending else None
+            answered = answered or (outcome.verdict is None, len(outcome.live)) != before
+        return True if not pending else (False if answered else None)
 
-    _find(bootstrap, status_topic, start, deadline, see)
+    _find(bootstrap, status_topic, start, timeout, see)
     return [Submission(c, s, outcomes[s.offset].verdict,
                        (len(outcomes[s.offset].live), outcomes[s.offset].partitions)
                        if live else None)
@@ -426,12 +436,15 @@ def _end_offsets(bootstrap: str, topic: str, timeout: float) -> dict[int, int]:
     return {p: end for (_, p), end in ends.items()}
 
 
-def _find(bootstrap: str, topic: str, start: dict[int, int], deadline: float,
+def _find(bootstrap: str, topic: str, start: dict[int, int], quiet: float,
           match: Callable[[Message], Any]) -> Any:
-    """The first non-None `match(msg)` over messages from `start`, or None at deadline."""
+    """The first `match(msg)` over messages from `start` that is neither None nor False,
+    or None once `quiet` seconds pass with no message it matched: False (progress, not
+    the end) starts that wait again."""
     from confluent_kafka import TopicPartition
 
     consumer = _consumer(bootstrap)
+    deadline = time.monotonic() + quiet
     try:
         consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
         while (left := deadline - time.monotonic()) > 0:
@@ -439,7 +452,9 @@ def _find(bootstrap: str, topic: str, start: dict[int, int], deadline: float,
             if msg is None or msg.error() is not None:
                 continue
             found = match(msg)
-            if found is not None:
+            if found is False:
+                deadline = time.monotonic() + quiet
+            elif found is not None:
                 return found
         return None
     finally:

@@ -30,8 +30,8 @@ def submission(sub: Submission, *, waited: bool, timeout: float) -> tuple[str, i
     if not waited:
         return f"sent {cmd.action} {cmd.id} ({where}); not waiting for its status", 0
     if sub.status is None:
-        return (f"no status for {cmd.action} {cmd.id} ({where}) within {timeout:g}s; is a "
-                f"worker running? The command stays in the control topic and takes "
+        return (f"no status for {cmd.action} {cmd.id} ({where}): {timeout:g}s passed without "
+                f"an answer; is a worker running? The command stays in the control topic and takes "
                 f"effect when a worker reads it", EXIT_NO_STATUS)
     if sub.status.accepted:
         suffix = f": {sub.status.message}" if sub.status.message else ""
@@ -39,7 +39,8 @@ def submission(sub: Submission, *, waited: bool, timeout: float) -> tuple[str, i
             live = f", live in all {sub.live[1]} partitions" if sub.live else ""
             return f"ACCEPTED {cmd.action} {cmd.id} ({where}){suffix}{live}", EXIT_ACCEPTED
         return (f"ACCEPTED {cmd.action} {cmd.id} ({where}){suffix}, but live in only "
-                f"{sub.live[0]} of {sub.live[1]} partitions after {timeout:g}s: is a "
+                f"{sub.live[0]} of {sub.live[1]} partitions when {timeout:g}s passed without "
+                f"progress: is a "
                 f"worker running for every partition?", EXIT_NO_STATUS)
     return f"REJECTED {cmd.action} {cmd.id} ({where}): {sub.status.message}", EXIT_REJECTED
 
@@ -61,7 +62,7 @@ def submissions(subs: list[Submission], *, waited: bool, timeout: float) -> tupl
     lines.append(f"{counts[EXIT_ACCEPTED]} accepted" +
                  (f" and live in all {partitions} partitions" if partitions else "") +
                  f", {counts[EXIT_REJECTED]} rejected, {counts[EXIT_NO_STATUS]} not "
-                 f"confirmed within {timeout:g}s")
+                 f"confirmed ({timeout:g}s passed with no answer)")
     return "\n".join(lines), worst
 
 
