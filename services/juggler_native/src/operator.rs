@@ -342,11 +342,13 @@ struct StreamInfo {
     version: u32,
 }
 
+/// What is kept of a registered query: its rank, its streams in FROM order (results
+/// list their events so) and its predicates' lists; the rest is in the lists.
 #[derive(Clone, Debug)]
 struct Registered {
     order: u64,
-    spec: QuerySpec,
-    lists: Vec<(ListRef, u32)>,
+    streams: Box<[u32]>,
+    lists: Box<[(ListRef, u32)]>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -453,7 +455,11 @@ pub struct Operator {
     window_heads: Vec<i64>,
     /// Per query bit, its MAXWINDOW.
     window_of: Vec<i64>,
-    queries: FxHashMap<usize, Registered>,
+    /// Per query bit (bits are reused, so this stays as long as the most registered
+    /// at once), read for every result.
+    queries: Vec<Option<Registered>>,
+    /// How many are registered.
+    registered: usize,
     free_bits: Vec<usize>,
     next_bit: usize,
     registrations: u64,
@@ -677,7 +683,7 @@ impl Operator {
     /// bulk: the lists take their entries unsorted and are sorted and cut once at the
     /// end, where one at a time each entry is placed as it comes.
     pub fn register_many(&mut self, specs: Vec<QuerySpec>) -> Vec<usize> {
-        let bulk = specs.len() >= BULK && 4 * specs.len() >= self.queries.len();
+        let bulk = specs.len() >= BULK && 4 * specs.len() >= self.registered;
         let bits: Vec<usize> = specs.iter().map(|_| self.free_bit()).collect();
         let need = bits.iter().max().map_or(0, |b| b / 64 + 1);
         if need > self.nw {
@@ -709,7 +715,11 @@ impl Operator {
         for &s in &spec.streams {
             self.stream_mut(s).version += 1;
         }
-        self.queries.insert(bit, Registered { order, spec, lists });
+        if self.queries.len() <= bit {
+            self.queries.resize(bit + 1, None);
+        }
+        self.queries[bit] = Some(Registered { order, streams: spec.streams.into(), lists: lists.into() });
+        self.registered += 1;
     }
 
     /// Sort into the lists and the MAXWINDOW classes what a bulk registration left
@@ -725,9 +735,10 @@ impl Operator {
     }
 
     pub fn deregister(&mut self, bit: usize) {
-        let Some(q) = self.queries.remove(&bit) else { return };
+        let Some(q) = self.queries.get_mut(bit).and_then(Option::take) else { return };
+        self.registered -= 1;
         let b = bit as u32;
-        for &(list, id) in &q.lists {
+        for &(list, id) in q.lists.iter() {
             let empty = match list {
                 ListRef::Range(i) => {
                     self.ranges[i].remove(id, b);
@@ -757,7 +768,7 @@ impl Operator {
         self.windows.take_bit(at, b);
         self.windows.fix_rows(b, None);
         self.window_heads();
-        for &s in &q.spec.streams {
+        for &s in q.streams.iter() {
             self.stream_mut(s).version += 1;
         }
         self.free_bits.push(bit);
@@ -1183,8 +1194,8 @@ impl Operator {
     /// Results of the query with `bit` over the events already held, each from the
     /// event that arrived last (PSoup's query-data duality).
     pub fn history(&mut self, bit: usize, exact: &mut dyn Exact) -> Vec<(Box<str>, Hit)> {
-        let Some(q) = self.queries.get(&bit) else { return Vec::new() };
-        let streams = q.spec.streams.clone();
+        let Some(Some(q)) = self.queries.get(bit) else { return Vec::new() };
+        let streams = q.streams.clone();
         let mut keys: Vec<Box<str>> = self.keys.keys().cloned().collect();
         keys.sort();
         let mut out = Vec::new();
@@ -1271,9 +1282,8 @@ impl Operator {
             while word != 0 {
                 let bit = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                let q = &self.queries[&bit];
+                let q = self.queries[bit].as_ref().expect("a registered query");
                 let seqs = q
-                    .spec
                     .streams
                     .iter()
                     .map(|s| {
@@ -1910,15 +1920,12 @@ impl Operator {
                     + n.own.ranges.capacity() * size_of::<OwnRange>()
             })
             .sum();
-        let queries: usize = map(self.queries.capacity(), size_of::<(usize, Registered)>())
+        let queries: usize = self.queries.capacity() * size_of::<Option<Registered>>()
             + self
                 .queries
-                .values()
-                .map(|q| {
-                    q.spec.streams.capacity() * 4
-                        + q.spec.preds.capacity() * size_of::<PredSpec>()
-                        + q.lists.capacity() * size_of::<(ListRef, u32)>()
-                })
+                .iter()
+                .flatten()
+                .map(|q| q.streams.len() * 4 + q.lists.len() * size_of::<(ListRef, u32)>())
                 .sum::<usize>();
         self.ranges.iter().map(|l| size_of::<RangeList>() + l.heap_bytes()).sum::<usize>()
             + self.eqs.iter().map(|l| size_of::<EqList>() + l.heap_bytes()).sum::<usize>()
