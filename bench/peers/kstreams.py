@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -24,6 +23,7 @@ from bench.peers import kstreams_topology
 from juggler import maven
 from juggler.codec.avro import default_schemas_dir
 from juggler.language import Query
+from juggler.service.process import log_tail, terminate
 
 VERSION = "4.3.1"
 """Kafka Streams' version: the local broker's (`juggler.kafka.broker`)."""
@@ -121,19 +121,10 @@ class KStreamsApp:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(90)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        terminate(self.proc, 90)
 
     def log_tail(self, lines: int = 40) -> str:
-        if not self.log.exists():
-            return "(no log)"
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
     def __enter__(self) -> "KStreamsApp":
         return self.start()

@@ -97,22 +97,32 @@ class WorkerProcess:
 
     def stop(self) -> None:
         """SIGTERM (the worker finishes its round and closes), SIGKILL after 30 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        terminate(self.proc, 30)
 
     def log_tail(self, lines: int = 80) -> str:
-        if not self.logfile.exists():
-            return "(no log)"
-        return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.logfile, lines)
 
     def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def terminate(proc: subprocess.Popen[Any] | None, grace: float) -> None:
+    """SIGTERM a child process that is still running, SIGKILL it after `grace` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of a child's log file, for an error message."""
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
