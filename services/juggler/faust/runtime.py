@@ -170,15 +170,20 @@ class FaustJob(Job):
                 event.ack()  # decided already (after `rewind`)
                 return
             self._control_next = event.message.offset + 1
-            before = dict(self.control.accepted)
+            # a command can change only its own id, which is its key (the control task
+            # rejects any other): comparing that one entry, not a copy of the whole
+            # accepted set, keeps a burst of commands from costing the square of them
+            key = event.message.key
+            qid = key.decode("utf-8", "replace") if isinstance(key, bytes) else None
+            before = self.control.accepted.get(qid) if qid is not None else None
             self.control.add(_record(event.message))
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             await self._publish(outbox.messages)
-            now = self.control.accepted
-            changes = [(qid.encode(), str(offset).encode()) for qid, offset in sorted(now.items())
-                       if before.get(qid) != offset]
-            changes += [(qid.encode(), None) for qid in sorted(before.keys() - now.keys())]
+            after = self.control.accepted.get(qid) if qid is not None else None
+            changes: list[tuple[bytes, bytes | None]] = []
+            if key is not None and after != before:
+                changes.append((key, None if after is None else str(after).encode()))
             changes.append((NEXT, str(self._control_next).encode()))
             await self._write(self.registered, 0, changes)
             event.ack()
