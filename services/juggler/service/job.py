@@ -35,8 +35,13 @@ if TYPE_CHECKING:
 FAILURE_EXIT = 70
 """Exit status when processing fails, in either runtime: state may be ahead of what was
 committed, and a restart resumes from what was."""
-COMPILED_CACHE = 50_000
-"""Compiled queries kept per process (oldest dropped first)."""
+COMPILED_CACHE = 500_000
+"""Compiled queries kept per process (oldest dropped first). Beyond the queries
+registered at once: the control task compiles a burst of commands first and every
+partition task then asks for the same queries in the same order, so a cache smaller
+than the burst dropped each one before the tasks came to it (100,000 rules were
+compiled five times over with 4 partitions). A registered query's object is the
+engines' own, so the cache costs only the dict's entries for those."""
 
 
 class TaskContext(Protocol):
