@@ -187,10 +187,9 @@ def test_native_engine_results_equal_reference_in_order(script, lateness, retent
 
 def _restarted(engine: NativeEngine, config: EngineConfig) -> NativeEngine:
     """A new engine rebuilt as the worker rebuilds one: the queries in registration
-    order, the horizon, then each key's snapshot."""
+    order in one batch, the horizon, then each key's snapshot."""
     fresh = NativeEngine(config)
-    for query in engine.queries.values():
-        fresh.register(query)
+    fresh.register_many(engine.queries.values())
     fresh.horizon = engine.horizon
     for key in ("k1", "k2"):
         snapshot = engine.snapshot(key)

@@ -9,8 +9,8 @@ same columns, with many distinct and many repeated constants (thresholds, `=` an
 `!=`, in-event differences), put lists in every one of those forms; random join and
 window queries from the general generator ride along. Registrations one at a time, in
 batches and in bulk, deregistrations of single queries and of large parts, history
-registrations and restarts (a fresh engine given every query in one batch, as a worker
-restores a partition) interleave with events.
+registrations and restarts (`_restarted`: a fresh engine given every query in one
+batch, as a worker restores a partition) interleave with events.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from juggler.engine.naive import NaiveEngine
 from juggler.engine.native_engine import NativeEngine
 from juggler.language.model import AttributePredicate, ColumnRef, Op, PairPredicate, PredicateKind, Query
 
-from test_engine_matches_reference import COLUMNS, queries
+from test_engine_matches_reference import COLUMNS, _restarted, queries
 
 POOL = [Fraction(k, 2) for k in range(-6, 7)] + [Fraction(1, 3), Fraction(0.1), Fraction(2**60 + 1)]
 """Constants the fillers share: few enough that many queries repeat each one."""
@@ -105,18 +105,6 @@ def scripts(draw):
             steps.append(("event", Event(stream, draw(st.sampled_from(["k1", "k2"])), clock - draw(st.integers(0, 200)),
                                          data, n)))
     return steps
-
-
-def _restarted(engine: NativeEngine, config: EngineConfig) -> NativeEngine:
-    """A new engine given every query in one batch, then the horizon and the keys."""
-    fresh = NativeEngine(config)
-    fresh.register_many(engine.queries.values())
-    fresh.horizon = engine.horizon
-    for key in ("k1", "k2"):
-        snapshot = engine.snapshot(key)
-        if snapshot is not None:
-            fresh.restore(key, snapshot)
-    return fresh
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

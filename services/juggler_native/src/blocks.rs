@@ -161,18 +161,22 @@ impl QSet {
         sparse.into_iter().flatten().chain(dense.into_iter().flatten())
     }
 
+    /// `f(word, bit mask)` for each of a sparse set's bits in words `r`.
+    #[inline(always)]
+    fn each_in(bits: &[u32], r: &Words, mut f: impl FnMut(usize, u64)) {
+        for &b in bits {
+            let w = b as usize / 64;
+            if r.contains(&w) {
+                f(w, 1 << (b % 64));
+            }
+        }
+    }
+
     /// OR its bits in words `r` into `out`.
     #[inline(always)]
     pub fn or_into(&self, out: &mut [u64], r: &Words) {
         match self {
-            QSet::Sparse(v) => {
-                for &b in v {
-                    let w = b as usize / 64;
-                    if r.contains(&w) {
-                        out[w] |= 1 << (b % 64);
-                    }
-                }
-            }
+            QSet::Sparse(v) => Self::each_in(v, r, |w, m| out[w] |= m),
             QSet::Dense(w, _) => or_in(out, r, w),
         }
     }
@@ -181,14 +185,7 @@ impl QSet {
     #[inline(always)]
     pub fn clear_in(&self, out: &mut [u64], r: &Words) {
         match self {
-            QSet::Sparse(v) => {
-                for &b in v {
-                    let w = b as usize / 64;
-                    if r.contains(&w) {
-                        out[w] &= !(1 << (b % 64));
-                    }
-                }
-            }
+            QSet::Sparse(v) => Self::each_in(v, r, |w, m| out[w] &= !m),
             QSet::Dense(w, _) => out[r.clone()].iter_mut().zip(&w[r.clone()]).for_each(|(o, m)| *o &= !m),
         }
     }
@@ -271,6 +268,21 @@ impl Few {
 pub trait Member {
     fn set(&self) -> &QSet;
     fn set_mut(&mut self) -> &mut QSet;
+}
+
+/// `Member` for a struct whose query set is its field `set`.
+#[macro_export]
+macro_rules! member {
+    ($t:ty) => {
+        impl $crate::blocks::Member for $t {
+            fn set(&self) -> &$crate::blocks::QSet {
+                &self.set
+            }
+            fn set_mut(&mut self) -> &mut $crate::blocks::QSet {
+                &mut self.set
+            }
+        }
+    };
 }
 
 /// (block, offset) of an entry, or (blocks, 0) for the end.

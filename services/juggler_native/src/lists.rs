@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rustc_hash::FxHashMap;
 
-use crate::blocks::{At, Blocked, Few, Member, QSet, first};
+use crate::blocks::{At, Blocked, Few, QSet, first};
 use crate::value::{NumKey, V, num_key};
 
 /// The exact fallback: whether predicate `pred` holds on these values.
@@ -145,14 +145,7 @@ pub struct RangeEntry {
     pub set: QSet,
 }
 
-impl Member for RangeEntry {
-    fn set(&self) -> &QSet {
-        &self.set
-    }
-    fn set_mut(&mut self) -> &mut QSet {
-        &mut self.set
-    }
-}
+crate::member!(RangeEntry);
 
 fn range_order(a: &RangeEntry, b: &RangeEntry) -> Ordering {
     cmp2((a.tf, a.ti), (b.tf, b.ti)).then(a.pred.cmp(&b.pred))
@@ -516,14 +509,7 @@ struct DiffEntry {
     set: QSet,
 }
 
-impl Member for DiffEntry {
-    fn set(&self) -> &QSet {
-        &self.set
-    }
-    fn set_mut(&mut self) -> &mut QSet {
-        &mut self.set
-    }
-}
+crate::member!(DiffEntry);
 
 fn diff_order(a: &DiffEntry, b: &DiffEntry) -> Ordering {
     a.tf.total_cmp(&b.tf).then(a.pred.cmp(&b.pred))

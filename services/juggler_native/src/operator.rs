@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::blocks::{Blocked, Member, QSet};
+use crate::blocks::{Blocked, QSet};
 use crate::lists::{AtCache, EqConst, EqList, Exact, Factor, RangeList, Words, bits, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
 use crate::store::{AHEAD, Bound, Pos, Sieve, Store};
@@ -414,14 +414,7 @@ struct WindowClass {
     set: QSet,
 }
 
-impl Member for WindowClass {
-    fn set(&self) -> &QSet {
-        &self.set
-    }
-    fn set_mut(&mut self) -> &mut QSet {
-        &mut self.set
-    }
-}
+crate::member!(WindowClass);
 
 fn window_order(a: &WindowClass, b: &WindowClass) -> std::cmp::Ordering {
     a.window.cmp(&b.window)
@@ -482,6 +475,21 @@ fn set(mask: &mut Vec<u64>, bit: usize, on: bool) {
         mask[bit / 64] |= 1 << (bit % 64);
     } else {
         mask[bit / 64] &= !(1 << (bit % 64));
+    }
+}
+
+/// Put a new list with its key at a dropped list's place, or at the end; its index.
+fn place<L>(lists: &mut Vec<L>, keys: &mut Vec<ListKey>, free: &mut Vec<usize>, list: L, key: ListKey) -> usize {
+    match free.pop() {
+        Some(i) => {
+            (lists[i], keys[i]) = (list, key);
+            i
+        }
+        None => {
+            lists.push(list);
+            keys.push(key);
+            lists.len() - 1
+        }
     }
 }
 
@@ -824,31 +832,10 @@ impl Operator {
         }
         let nw = self.nw;
         let list = if key.family == 2 {
-            let made = EqList::new(factor, nw);
-            ListRef::Eq(match self.free_eqs.pop() {
-                Some(i) => {
-                    (self.eqs[i], self.eq_keys[i]) = (made, key);
-                    i
-                }
-                None => {
-                    self.eqs.push(made);
-                    self.eq_keys.push(key);
-                    self.eqs.len() - 1
-                }
-            })
+            ListRef::Eq(place(&mut self.eqs, &mut self.eq_keys, &mut self.free_eqs, EqList::new(factor, nw), key))
         } else {
             let made = RangeList::new(key.family == 1, factor, nw);
-            ListRef::Range(match self.free_ranges.pop() {
-                Some(i) => {
-                    (self.ranges[i], self.range_keys[i]) = (made, key);
-                    i
-                }
-                None => {
-                    self.ranges.push(made);
-                    self.range_keys.push(key);
-                    self.ranges.len() - 1
-                }
-            })
+            ListRef::Range(place(&mut self.ranges, &mut self.range_keys, &mut self.free_ranges, made, key))
         };
         self.list_of.insert(key, list);
         // Per-event lists: probed with the event's own attribute mask.
