@@ -405,13 +405,17 @@ impl<E: Member> Blocked<E> {
     /// from contiguous keys on the probe path).
     #[inline(always)]
     pub fn locate(&self, k0: usize, before: impl Fn(&E) -> bool) -> At {
-        // a block per entry (masks of up to `ROW_SHARE` words): the heads said it all
+        // a block per entry (masks of up to `ROW_SHARE` words), or a block of one entry
+        // (a heavy one: many queries share its constant): the heads said it all
         if k0 == 0 || self.cap == 1 {
             return (k0, 0);
         }
-        let k = k0 - 1;
-        let j = self.blocks[k].entries.partition_point(before);
-        if j == self.blocks[k].entries.len() { (k0, 0) } else { (k, j) }
+        let entries = &self.blocks[k0 - 1].entries;
+        if entries.len() == 1 {
+            return (k0, 0);
+        }
+        let j = entries.partition_point(before);
+        if j == entries.len() { (k0, 0) } else { (k0 - 1, j) }
     }
 
     /// `locate` with the blocks found by their first entries.
