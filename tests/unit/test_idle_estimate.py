@@ -55,23 +55,27 @@ def order(streams: str = "BH", lateness: int = 0, estimate: bool = True) -> Arri
     return o
 
 
-def fetch(o: ArrivalOrder, stream: str, ts: list[int], now: float, epoch: int = 0) -> None:
-    """The consumer delivers records of these `ts` at `now`; the partition is then
-    caught up, its end asked at that moment."""
+def fetch(o: ArrivalOrder, stream: str, ts: list[int], now: float, epoch: int = 0,
+          appended: list[int] | None = None) -> None:
+    """The consumer delivers records of these `ts` at `now` (with the broker's append
+    times, if given); the partition is then caught up, its end asked at that moment."""
     inp = o.inputs[stream]
     first = inp.position or 0
     o.extend(stream, [Pending(first + i, t, epoch, (stream, t)) for i, t in enumerate(ts)],
-             now)
+             now, appended)
     inp.position = inp.end = first + len(ts)
     inp.end_at, inp.end_epoch = now, epoch
 
 
 def live(o: ArrivalOrder, stream: str, delay_ms: float, until_ms: int = T0 - 20,
-         every_ms: int = 125) -> None:
+         every_ms: int = 125, appended: tuple[float, float] | None = None) -> None:
     """`stream`'s producer has been live: a record every `every_ms` up to `until_ms`
-    (by default a moment before T0), each fetched `delay_ms` after its ts, and taken."""
+    (by default a moment before T0), each fetched `delay_ms` after its ts, and taken.
+    `appended`: each was stamped by the broker (its clock off the worker's by the
+    second) that long after its ts."""
     for ts in range(until_ms - 10 * every_ms, until_ms + 1, every_ms):
-        fetch(o, stream, [ts], (ts + delay_ms) / 1000)
+        stamps = None if appended is None else [int(ts + appended[0] + appended[1])]
+        fetch(o, stream, [ts], (ts + delay_ms) / 1000, appended=stamps)
         o.inputs[stream].buffer.clear()
 
 
@@ -137,6 +141,33 @@ def test_a_producer_whose_clock_is_behind_is_waited_for_as_long_as_it_lags() -> 
     assert ahead.next(at(5)) == Wait(refresh=(ahead.inputs["B"],))  # -22 + 20: past
     ask_end(ahead, "B", at(5))
     assert take(ahead, at(5))[0] == [("H", T0)]
+
+
+def test_with_append_times_the_worker_s_own_lag_is_not_waited_for() -> None:
+    """B's topic stamps records with the broker's append time, 8 ms after their ts;
+    the worker fetched them 10 ms after their ts, once 110 ms (it was busy): without
+    append times B's delay is 110 ms, with them 8 ms plus the worker's smallest lag
+    behind the broker (2 ms), whatever the broker's clock says."""
+    for skew in (None, 0, 1_000, -1_000):  # None: CreateTime, no append times
+        o = order()
+        appended = None if skew is None else (8, skew)
+        live(o, "B", delay_ms=10, until_ms=T0 - 500, appended=appended)
+        fetch(o, "B", [T0 - 400], now=at(-400 + 110),
+              appended=None if skew is None else [T0 - 400 + 8 + skew])
+        o.inputs["B"].buffer.clear()
+        live(o, "B", delay_ms=10, appended=appended)
+        fetch(o, "H", [T0], now=at(5))
+        delay = 110 if skew is None else 11  # (8 + 2, and 1 for whole-ms stamps)
+        assert o.delays_ms()["B"] == delay
+        assert until(o.next(at(5))) == at(delay + MARGIN_MS)
+
+
+def test_a_fetch_without_append_times_in_the_window_measures_by_fetch() -> None:
+    """The topic's timestamps changed kind within the minute: the fetch times decide."""
+    o = order()
+    live(o, "B", delay_ms=30, until_ms=T0 - 500)
+    live(o, "B", delay_ms=10, appended=(8, 0))
+    assert o.delays_ms()["B"] == 30.0
 
 
 def test_allowed_lateness_shortens_the_wait_by_what_it_accepts() -> None:
@@ -293,13 +324,16 @@ class Feed:
     """The worker's fetches, over and over: (time passing, stream -> how many of what
     is in the log and not fetched yet it delivers, at most)."""
     lateness: int
+    broker_clock: int | None
+    """With append times on the records: the broker's clock minus the worker's (ms)."""
 
 
 @st.composite
 def feeds(draw: st.DrawFn) -> Feed:
     """A producer per stream, in ts order, each lagging its own way (a clock offset and
     a linger: delays anywhere up to its largest, which its first records show), and a
-    worker fetching each partition at its own times."""
+    worker fetching each partition at its own times; the topics stamped with the
+    broker's append time (its clock off the worker's) or not."""
     streams = "BHT"[:draw(st.integers(2, 3))]
     records: dict[str, list[tuple[int, float]]] = {}
     for s in streams:
@@ -315,7 +349,8 @@ def feeds(draw: st.DrawFn) -> Feed:
     steps = [(draw(st.sampled_from([0.001, 0.001, 0.003, 0.01, 0.04])),
               {s: draw(st.sampled_from([0, 1, 50, 50, 50])) for s in streams})
              for _ in range(draw(st.integers(5, 30)))]
-    return Feed(streams, records, steps, draw(st.sampled_from([0, 0, 20])))
+    return Feed(streams, records, steps, draw(st.sampled_from([0, 0, 20])),
+                draw(st.sampled_from([None, None, 0, 400, -400])))
 
 
 @settings(max_examples=400, deadline=None, derandomize=True, database=None)
@@ -348,7 +383,10 @@ def test_live_producers_within_their_measured_delay_lose_nothing_to_lateness(fee
             n = min(in_log(s), fetched[s] + counts[s])
             if n > fetched[s]:
                 o.extend(s, [Pending(i, feed.records[s][i][0], epoch, (s, i))
-                             for i in range(fetched[s], n)], now)
+                             for i in range(fetched[s], n)], now,
+                         None if feed.broker_clock is None else
+                         [round(feed.records[s][i][1] * 1000) + feed.broker_clock
+                          for i in range(fetched[s], n)])
             fetched[s] = o.inputs[s].position = n
         o.cleared_epoch = epoch
         asked = 0

@@ -418,7 +418,7 @@ def task_outputs(codec: Codec, inputs: list[tuple[str, bytes | None, bytes | Non
     for qid, text in QUERIES.items():
         task.engine.register(compile_query(qid, text, codec.catalog()))
     taken: list[Any] = []
-    task.order.extend = lambda stream, pendings, now: taken.extend(
+    task.order.extend = lambda stream, pendings, now, appended=None: taken.extend(
         (stream, *pending.item, pending.ts) for pending in pendings)
     per_stream: dict[str, list[Record]] = {}
     for offset, (stream, key, value) in enumerate(inputs):

@@ -19,7 +19,8 @@ when the taken one arrived is never overtaken, however long the partition was id
 With an `IdleEstimate` the deadline comes sooner for a partition whose producer is
 live: the wait is for records that could still come with an earlier `ts` than the one
 waiting, and a partition whose records have been fetched at most D after their `ts`
-(D: the largest such delay in the last minute, plus a margin) cannot deliver one once
+(D: the largest such delay in the last minute, plus a margin; with append times on
+the records, the producer's side alone, `Bucket`) cannot deliver one once
 its log end, asked at wall-clock time e, shows nothing new and e - D >= that `ts`
 (minus `allowed_lateness`, which accepts what comes that much behind): whatever it gets
 later is appended after e, so its `ts` is above e - D. The deadline for a head of `ts`
@@ -82,6 +83,29 @@ class IdleEstimate:
 
 
 @dataclass(slots=True)
+class Bucket:
+    """What a partition's fetches of one `DELAY_BUCKET` say of its delay. A record's
+    delay is at most the wall clock at its fetch minus its `ts`; when the topic stamps
+    records with the broker's append time (`LogAppendTime`), it is known exactly in the
+    broker's clock (append minus `ts`, the producer's side alone), and the worker's clock
+    is at most the smallest fetch-minus-append behind the broker's: so the largest
+    append-minus-`ts` plus the smallest fetch-minus-append bounds it without the
+    worker's own fetch lag, whatever the two clocks say."""
+
+    index: float
+    fetched: float
+    """The largest wall clock at a fetch minus the fetched records' smallest `ts` (s)."""
+    fetches: int
+    gap: float
+    """The longest time between two fetches of the partition (s)."""
+    appended: float = float("-inf")
+    """The largest append time minus `ts` (s), if every fetch carried append times."""
+    lag: float = float("inf")
+    """The smallest wall clock at a fetch minus an append time (s)."""
+    append_times: bool = True
+
+
+@dataclass(slots=True)
 class Pending:
     """A fetched record waiting to be taken."""
 
@@ -119,12 +143,12 @@ class Input:
     arrived after it)."""
     idle_deadline: float | None = None
     last_record_at: float = float("-inf")
-    delays: deque[list[float]] = field(default_factory=deque)
-    """Per `DELAY_BUCKET` with a fetch: [bucket, largest delay (s), fetches, largest
-    gap between two fetches (s)]."""
+    delays: deque[Bucket] = field(default_factory=deque)
+    """The window's buckets with a fetch, oldest first."""
     delay: float | None = None
-    """The largest delay (wall clock at fetch minus `ts`, seconds) in the window, or
-    None while fewer than `DELAY_SAMPLES` fetches are in it."""
+    """The delay (seconds) the window says a record of this partition may trail its
+    `ts` by when appended (`Bucket`), or None while fewer than `DELAY_SAMPLES` fetches
+    are in it."""
     pass_after: float | None = None
     """With `delay`: a head of `ts` t may go past this partition, idle, at
     `t / 1000 + pass_after` on the `now` clock (the estimate's deadline) ..."""
@@ -181,51 +205,69 @@ class ArrivalOrder:
         """The fetch epoch of the newest record added: nothing needs clearing while it
         is not above `cleared_epoch`."""
 
-    def extend(self, stream: str, records: list[Pending], now: float = 0.0) -> None:
+    def extend(self, stream: str, records: list[Pending], now: float = 0.0,
+               appended: list[int] | None = None) -> None:
         """Append a stream partition's fetched records (at least one, in offset order):
         once per fetched group, not per record. Records come in fetch-epoch order, so
-        the last is the newest."""
+        the last is the newest. `appended`: the records' append times (ms), when their
+        topic stamps them with the broker's (`Bucket`)."""
         inp = self.inputs[stream]
         inp.buffer.extend(records)
         if records[-1].epoch > self.newest_epoch:
             self.newest_epoch = records[-1].epoch
         inp.idle_deadline = None
         if self.estimate is not None:
-            self._sample(inp, records, now, now - inp.last_record_at)
+            self._sample(inp, records, now, now - inp.last_record_at, appended)
         inp.last_record_at = now
 
-    def _sample(self, inp: Input, records: list[Pending], now: float, gap: float) -> None:
-        """The group's delay: how far the wall clock at its fetch is past its smallest
-        `ts` (the first to be in the log, for a producer in order); and the gap since
-        the partition's previous fetch."""
+    def _sample(self, inp: Input, records: list[Pending], now: float, gap: float,
+                appended: list[int] | None) -> None:
+        """What the group says of the partition's delay (`Bucket`), and the gap since
+        its previous fetch."""
         first = min((r.ts for r in records if r.ts is not None), default=None)
         if first is None:
             return
         estimate = self.estimate
-        delay = now + estimate.wall_offset - first / 1000
+        wall = now + estimate.wall_offset
+        fetched = wall - first / 1000
+        if appended is not None:
+            stamped = [(a, r.ts) for a, r in zip(appended, records) if r.ts is not None]
+            behind = max(a - ts for a, ts in stamped) / 1000
+            lag = wall - max(a for a, _ in stamped) / 1000
         if gap == float("inf"):
             gap = 0.0
-        bucket = now // DELAY_BUCKET
+        index = now // DELAY_BUCKET
         delays = inp.delays
-        if delays and delays[-1][0] == bucket:
+        if delays and delays[-1].index == index:
             last = delays[-1]
-            if delay > last[1]:
-                last[1] = delay
-            if gap > last[3]:
-                last[3] = gap
-            last[2] += 1
+            last.fetches += 1
+            if fetched > last.fetched:
+                last.fetched = fetched
+            if gap > last.gap:
+                last.gap = gap
         else:
-            delays.append([bucket, delay, 1, gap])
-            while delays[0][0] <= bucket - DELAY_BUCKETS:
+            last = Bucket(index, fetched, 1, gap)
+            delays.append(last)
+            while delays[0].index <= index - DELAY_BUCKETS:
                 delays.popleft()
-        if sum(b[2] for b in delays) < DELAY_SAMPLES:
+        if appended is None:
+            last.append_times = False
+        else:
+            if behind > last.appended:
+                last.appended = behind
+            if lag < last.lag:
+                last.lag = lag
+        if sum(b.fetches for b in delays) < DELAY_SAMPLES:
             inp.delay = inp.pass_after = None
             return
+        if all(b.append_times for b in delays):  # (+1 ms: append times are whole ms)
+            inp.delay = max(b.appended for b in delays) + min(b.lag for b in delays) + 0.001
+        else:
+            inp.delay = max(b.fetched for b in delays)
         margin = estimate.margin_ms / 1000
-        inp.delay = max(b[1] for b in delays)
         inp.pass_after = (inp.delay + margin - estimate.lateness_ms / 1000
                           - estimate.wall_offset)
-        inp.quiet_for = max(b[3] for b in delays) + margin
+        inp.quiet_for = max(b.gap for b in delays) + margin
 
     def add_barrier(self, barrier: Barrier) -> None:
         self.barriers.append(barrier)

@@ -52,6 +52,10 @@ class Record:
     timestamp: int
     """The Kafka timestamp (ms), for the latency metric."""
     headers: list[tuple[str, bytes]] | None = None
+    appended: bool = False
+    """Whether `timestamp` is the broker's append time (the topic's
+    `message.timestamp.type` is `LogAppendTime`): the arrival order then measures a
+    partition's delay without the worker's own fetch lag (`arrival.Bucket`)."""
 
 
 @dataclass
@@ -114,7 +118,9 @@ class PartitionTask:
         self.order.extend(stream, [
             Pending(record.offset, None if isinstance(event, CodecError) else event.ts, epoch,
                     (record, event))
-            for record, event in zip(records, events)], now)
+            for record, event in zip(records, events)], now,
+            [r.timestamp for r in records]
+            if records[0].appended and all(r.appended for r in records) else None)
 
     def add_barrier(self, record: Record) -> None:
         """p's copy of an accepted command, with the log-end offsets it applies at. A

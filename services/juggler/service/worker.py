@@ -31,7 +31,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException,
+                             TopicPartition)
 
 from juggler.kafka.client_log import client_log, stamp
 from juggler.service.job import FAILURE_EXIT, Job
@@ -411,8 +412,9 @@ class JugglerWorker(Job):
                 log.warning("consumer: %s (librdkafka retries)", error)
                 continue
             topic, partition = m.topic(), m.partition()
-            record = Record(topic, partition, m.offset(), m.key(), m.value(),
-                            m.timestamp()[1], m.headers())
+            kind, stamp = m.timestamp()
+            record = Record(topic, partition, m.offset(), m.key(), m.value(), stamp,
+                            m.headers(), kind == TIMESTAMP_LOG_APPEND_TIME)
             if topic in stream_of_topic:
                 group = groups.get((topic, partition))
                 if group is None:
