@@ -136,8 +136,8 @@ def test_submission_texts() -> None:
                             "for its status", 0)
     text, code = report.submission(_submission(None), waited=True, timeout=2.5)
     assert code == report.EXIT_NO_STATUS == 3
-    assert text.startswith("no status for REGISTER q1 (juggler.control offset 5) within "
-                           "2.5s; is a worker running?")
+    assert text.startswith("no status for REGISTER q1 (juggler.control offset 5): 2.5s "
+                           "passed without an answer; is a worker running?")
     ok = CommandStatus("q1", "REGISTER", "ACCEPTED", "", 5)
     assert report.submission(_submission(ok), waited=True, timeout=1) == (
         "ACCEPTED REGISTER q1 (juggler.control offset 5)", 0)
