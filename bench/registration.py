@@ -6,7 +6,9 @@ H.beatrate > c`, N distinct c), in process and through one worker.
 
 In process, each size in a fresh process (`NativeEngine`, the queries compiled first
 and not timed): registering them one at a time and all at once (`register_many`, what
-a restore and a burst of commands use), deregistering a tenth one at a time, the cost
+a restore and a burst of commands use; in a second engine, so with the predicates'
+thresholds already computed, as for every partition's engine but the first),
+deregistering a tenth one at a time, the cost
 per registration and its ratio at the largest size to the smallest (the target: within
 2x), and the bytes per registered query (the operator's own count, and the process's
 RSS growth, Python's query objects included). Through one worker (4 partitions, a

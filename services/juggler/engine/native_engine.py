@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from fractions import Fraction
 from typing import Any
 
@@ -220,26 +221,32 @@ class NativeEngine:
 
     def _compile(self, p: Predicate) -> tuple:
         op = self._op
+        kind, constants = _constants(p)
         if isinstance(p, AttributePredicate):
-            stream, slot = op.slot(p.column.stream, p.column.column)
-            k = p.constant
-            if isinstance(k, Fraction) and p.op in _LOWER:
-                return ("range", self._id(p), stream, slot, True, lower_threshold(p.op, k),
-                        _int_threshold(p.op, k))
-            if isinstance(k, Fraction) and p.op in _UPPER:
-                return ("range", self._id(p), stream, slot, False, upper_threshold(p.op, k),
-                        _int_threshold(p.op, k))
-            return ("eq", self._id(p), stream, slot, p.op is Op.EQ, _eq_constant(k))
-        left = op.slot(p.left.stream, p.left.column)
-        right = op.slot(p.right.stream, p.right.column)
-        factor = (to_float(p.factor),
-                  int(p.factor) if p.factor.denominator == 1 and abs(p.factor) < _I64 else None)
-        o = p.offset
-        if p.op in _LOWER or p.op in _UPPER:
-            return ("prange", self._id(p), *left, *right, p.op in _LOWER, *factor, to_float(o),
-                    _int_threshold(p.op, o))
-        return ("peq", self._id(p), *left, *right, p.op is Op.EQ, *factor,
-                ("d", to_float(o), int(o) if o.denominator == 1 else None))
+            return (kind, self._id(p), *op.slot(p.column.stream, p.column.column), *constants)
+        return (kind, self._id(p), *op.slot(p.left.stream, p.left.column),
+                *op.slot(p.right.stream, p.right.column), *constants)
+
+
+@lru_cache(maxsize=1 << 18)
+def _constants(p: Predicate) -> tuple[str, tuple]:
+    """A predicate's kind and exact thresholds as `Operator.register` takes them, the
+    part of its compiled form every engine shares: computed once per process, not once
+    per partition's engine (in rational arithmetic, it was a third of each engine's
+    registration, and every partition registers every query)."""
+    if isinstance(p, AttributePredicate):
+        k = p.constant
+        if isinstance(k, Fraction) and p.op in _LOWER:
+            return "range", (True, lower_threshold(p.op, k), _int_threshold(p.op, k))
+        if isinstance(k, Fraction) and p.op in _UPPER:
+            return "range", (False, upper_threshold(p.op, k), _int_threshold(p.op, k))
+        return "eq", (p.op is Op.EQ, _eq_constant(k))
+    factor = (to_float(p.factor),
+              int(p.factor) if p.factor.denominator == 1 and abs(p.factor) < _I64 else None)
+    o = p.offset
+    if p.op in _LOWER or p.op in _UPPER:
+        return "prange", (p.op in _LOWER, *factor, to_float(o), _int_threshold(p.op, o))
+    return "peq", (p.op is Op.EQ, *factor, ("d", to_float(o), int(o) if o.denominator == 1 else None))
 
 
 class TypeCounters:
