@@ -51,8 +51,16 @@ from bench.report_sections import publish
 PARTITIONS = 4
 KEYS = 16
 WARMUP = 4.0
-"""Seconds of events before the timed ones: a partition's delay is estimated from its
-third fetch on, and K, never written, is waited for `max_idle_ms` once."""
+"""Seconds of events before the timed ones: connections, and K, never written, waited
+for `max_idle_ms` once."""
+ESTIMATE_WARMUP = 65.0
+"""With the delay estimate on: longer than its window (a minute), so that what the
+producers' and the worker's first moments cost (a new producer's first records came
+over 100 ms after their `ts`) no longer holds the waits up: the table is the steady
+state. The first minute after a worker or a producer starts waits longer."""
+APPEND_TIME = "log_append_time"
+"""Not a worker setting: the stream topics' `message.timestamp.type` set to
+`LogAppendTime`, so the worker measures delays by the broker's append times."""
 CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("`max_idle_ms` 0", {"max_idle_ms": 0, "idle_estimate": False}),
     ("`max_idle_ms` 50", {"max_idle_ms": 50, "idle_estimate": False}),
@@ -62,6 +70,7 @@ CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("`max_idle_ms` 0, `allowed_lateness` 100",
      {"max_idle_ms": 0, "idle_estimate": False, "allowed_lateness": 100}),
     ("default + `allowed_lateness` 50", {"allowed_lateness": 50}),
+    ("default, stream topics on `LogAppendTime`", {APPEND_TIME: True}),
 ]
 DEFAULT = 3
 """The row of `CONFIGS` the worker runs with no setting given."""
@@ -205,6 +214,20 @@ def expected(query: tuple[str, str], sent: Sent, lateness: int) -> Counter[tuple
     return out
 
 
+def stamp_appends(bootstrap: str, prefix: str) -> None:
+    """The stream topics stamp each record with the broker's append time."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from juggler.kafka.client_config import client_config
+
+    admin = AdminClient(client_config(bootstrap))
+    resources = [ConfigResource("topic", f"{prefix}juggler.stream.{s}",
+                                set_config={"message.timestamp.type": "LogAppendTime"})
+                 for s in "BHKT"]
+    for future in admin.alter_configs(resources).values():
+        future.result(30)
+
+
 def delays(worker: Any) -> dict[str, float | None]:
     """Per stream, the largest estimated delay (ms) among the worker's partitions."""
     _, body = worker.get("/progress")
@@ -228,21 +251,25 @@ def measure(bootstrap: str, workdir: Path, config: dict[str, Any], query_name: s
 
     query = QUERIES[query_name]
     prefix = f"lat{seed}-{query_name[0]}{int(time.time() * 1000) % 10**8}."
+    settings = {k: v for k, v in config.items() if k != APPEND_TIME}
     worker = WorkerProcess({"bootstrap": bootstrap, "app_id": f"bench-{prefix}",
                             "web_port": _free_port(), "web_host": "127.0.0.1",
                             "loglevel": "warning", "topic_prefix": prefix,
-                            "partitions": PARTITIONS, **config},
+                            "partitions": PARTITIONS, **settings},
                            workdir / f"worker-{prefix}log")
     out: dict[str, Any] = {}
     with worker:
         register(bootstrap, prefix, [query])
+        if config.get(APPEND_TIME):
+            stamp_appends(bootstrap, prefix)
         sents: dict[str, Sent] = {}
         source = events(seed)
         for setup, profiles in PRODUCERS.items():
             sent = sents[setup] = Sent()
             sender = LiveProducers(bootstrap, prefix, profiles, sent)
             late0 = _metric(worker, "juggler_late_events_total")
-            feed(sender, source, rate, WARMUP)
+            feed(sender, source, rate,
+                 ESTIMATE_WARMUP if settings.get("idle_estimate", True) else WARMUP)
             before, t0 = worker_profile.snapshot(worker), time.perf_counter()
             run = measure_latency(bootstrap, prefix, source, [query], rate, seconds,
                                   sender=sender)
@@ -256,7 +283,7 @@ def measure(bootstrap: str, workdir: Path, config: dict[str, Any], query_name: s
             run["sent"] = len(sent.events)
             out[setup] = run
         got = _results(bootstrap, prefix)
-    lateness = config.get("allowed_lateness", 0)
+    lateness = settings.get("allowed_lateness", 0)
     for setup, sent in sents.items():
         want = expected(query, sent, lateness)
         # a result is the setup's whose newest source it sent (none straddles: the
@@ -306,13 +333,16 @@ def render(runs: dict[tuple[int, str], list[dict[str, Any]]], rows: list[int],
         "## Latency defaults",
         "",
         f"{time.strftime('%Y-%m-%d')}, `python -m bench.latency_defaults --seconds "
-        f"{args.seconds:g} --repeats {args.repeats} --rate {args.rate:g}` on {_machine()}, "
+        f"{args.seconds:g} --repeats {args.repeats} --rate {args.rate:g} --configs "
+        f"{args.configs} --queries {args.queries}` on {_machine()}, "
         f"the broker on the same machine, {PARTITIONS} partitions, one worker per setting "
         f"and query. {args.rate:g} events/s of B, H and T on {KEYS} keys, each stamped "
         f"with its producer's clock when sent; {WARMUP:g} s of them untimed, then "
         f"{args.seconds:g} s timed from the produce call of a result's newest event to "
         "its arrival at a read_committed client. Producers: **one** for every stream "
-        f"(linger 5 ms, the worker's clock), or **per stream** ({per}). p50/p99: medians "
+        f"(linger 5 ms, the worker's clock), or **per stream** ({per}); with the "
+        f"estimate on, {ESTIMATE_WARMUP:g} s untimed instead (longer than its window: "
+        "the steady state). p50/p99: medians "
         f"over {args.repeats} repeats; late events (dead-lettered) and missing results "
         "(against `juggler eval`'s engine on the same events in `ts` order): summed over "
         "the repeats.",

@@ -17,6 +17,7 @@ event times are in ms: `at(ms)` is the moment `ms` after the waiting record's `t
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 from hypothesis import given, settings
@@ -425,3 +426,32 @@ def test_a_producer_lagging_beyond_its_measured_delay_can_be_late() -> None:
 
 def test_buckets_span_a_minute() -> None:
     assert DELAY_BUCKET * DELAY_BUCKETS == 60.0
+
+
+def test_a_task_measures_by_append_time_when_its_records_carry_it() -> None:
+    """Through the worker's task: records fetched 60 ms after their ts (once 98), which
+    the broker says it appended 8 ms after, give B a delay of 8 ms plus the smallest
+    fetch lag behind the broker (52) and 1, while every record carries its append
+    time; a record without one puts the window back on fetch times."""
+    from test_task_results import FakeWorker
+
+    from juggler.service.task import PartitionTask, Record
+
+    worker = FakeWorker()
+    task = PartitionTask(worker, 0)
+    assert task.order.estimate is not None  # the worker's default
+    now = time.monotonic()
+    wall_ms = int((task.order.estimate.wall_offset + now) * 1000)
+
+    def record(offset: int, ts: int, appended: int | None) -> Record:
+        value = worker.codec.encode("B", {"ts": ts, "pressure": 1.0, "temp": 37.0,
+                                          "alert": False})
+        return Record("juggler.stream.B", 0, offset, b"k", value,
+                      appended or 0, None, appended is not None)
+
+    for offset, lag in enumerate((52, 52, 52, 90)):
+        ts = wall_ms - 8 - lag
+        task.add_many("B", [record(offset, ts, ts + 8)], 0, now)
+    assert task.order.delays_ms()["B"] == approx(8 + 52 + 1, abs=1)
+    task.add_many("B", [record(9, wall_ms - 60, None)], 0, now)
+    assert task.order.delays_ms()["B"] == approx(98, abs=1)
