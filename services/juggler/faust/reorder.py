@@ -34,8 +34,9 @@ class ReorderBuffer(ArrivalOrder):
         for inp in self.inputs.values():
             inp.position = inp.end = 0
 
-    def extend(self, stream: str, records: list[Pending], now: float = 0.0) -> None:
-        super().extend(stream, records, now)
+    def extend(self, stream: str, records: list[Pending], now: float = 0.0,
+               appended: list[int] | None = None) -> None:
+        super().extend(stream, records, now, appended)
         self.inputs[stream].position = records[-1].offset + 1
         self.cleared_epoch = self.newest_epoch
 
