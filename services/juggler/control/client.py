@@ -287,7 +287,13 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
             view.warnings.append(f"{control} offset {msg.offset()}: {exc.reason}")
             continue
         commands = history.pop(command.id, [])  # re-insert: order by the last command
-        commands.append((_original_offset(msg), command))
+        original = _rewritten_from(msg)
+        if original is None:
+            commands.append((_offset(msg), command))
+        elif all(offset != original for offset, _ in commands):
+            # the worker's copy of an accepted REGISTER whose original compaction
+            # removed: it stands where the original stood, before any later command
+            commands = sorted([*commands, (original, command)], key=lambda c: c[0])
         history[command.id] = commands
     statuses: dict[int, CommandStatus] = {}  # verdicts by command offset
     live_through: dict[int, int] = {}  # partition -> every command up to here is live
@@ -386,13 +392,13 @@ def _offset(msg: Message) -> int:
     return offset
 
 
-def _original_offset(msg: Message) -> int:
-    """The offset whose status answers this command: its own, or for the worker's copy
-    of an accepted REGISTER (`REWRITTEN_HEADER`), the original's."""
+def _rewritten_from(msg: Message) -> int | None:
+    """For the worker's copy of an accepted REGISTER (`REWRITTEN_HEADER`), the offset
+    of the original, whose status answers it; None for any other record."""
     for name, value in msg.headers() or ():
         if name == REWRITTEN_HEADER and value is not None:
             return int(value)
-    return _offset(msg)
+    return None
 
 
 def _key(msg: Message) -> str:
