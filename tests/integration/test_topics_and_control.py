@@ -156,8 +156,8 @@ def test_register_waits_and_times_out_without_a_worker(topics: str) -> None:
                   "--timeout", "2", "--bootstrap", topics)
     assert run.exit_code == 3, run.output
     [(offset, _, _)] = read_commands(topics, query_id)
-    assert f"no status for REGISTER {query_id} (juggler.control offset {offset}) within " \
-           f"2s; is a worker running?" in run.output
+    assert f"no status for REGISTER {query_id} (juggler.control offset {offset}): 2s " \
+           f"passed without an answer; is a worker running?" in run.output
 
 
 def test_list_and_show(topics: str) -> None:
