@@ -216,15 +216,17 @@ def expected(query: tuple[str, str], sent: Sent, lateness: int) -> Counter[tuple
 
 def stamp_appends(bootstrap: str, prefix: str) -> None:
     """The stream topics stamp each record with the broker's append time."""
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource)
 
     from juggler.kafka.client_config import client_config
 
     admin = AdminClient(client_config(bootstrap))
+    entry = ConfigEntry("message.timestamp.type", "LogAppendTime",
+                        incremental_operation=AlterConfigOpType.SET)
     resources = [ConfigResource("topic", f"{prefix}juggler.stream.{s}",
-                                set_config={"message.timestamp.type": "LogAppendTime"})
-                 for s in "BHKT"]
-    for future in admin.alter_configs(resources).values():
+                                incremental_configs=[entry]) for s in "BHKT"]
+    for future in admin.incremental_alter_configs(resources).values():
         future.result(30)
 
 
