@@ -13,6 +13,10 @@ J  many join queries over B, H, T (thesis columns), 20 keys, 50 events/s per str
    key in event time, in timestamp order; 1-2 attribute, 1-2 join and 1 window
    predicate per query, MAXWINDOW in {2, 5, 10, 20} s, a target share of predicates
    falling into a predicate list another query already uses (the overlap level).
+J-forms  J's queries and events with the language's other forms mixed in as the thesis's
+   example queries use them (`J_FORMS`): equality attribute and join predicates, the
+   column's factor and the offset written on either side, and integer column values
+   (so an equality can hold).
 D  the thesis Figure 5.8 query plus 20 variants; halfway through, the data drifts so the
    most selective predicate type changes from attribute to window.
 """
@@ -214,13 +218,76 @@ def _j_predicate(key: tuple, s: float, window_ms: int, rng: random.Random) -> tu
     return "WINDOW", f"{ls}.ts {op} {rs}.ts{_signed(round(k, -1), 0)}"
 
 
+J_FORMS = {"A": 12 / 51, "J": 5 / 52}
+"""Share of the attribute and of the join predicate lists that are equalities in
+J-forms: 12 of the 51 attribute and 5 of the 52 join predicates of the thesis's
+example queries (Figures 3.1, 3.3, 5.1, 5.8 and 5.13-5.15) are equalities."""
+EQ_VALUES = 100
+"""J-forms column values are the integers 0..99: an equality holds on 1 value in 100."""
+
+
+def _is_equality(key: tuple, seed: int) -> bool:
+    """Whether J-forms writes the predicates of list `key` as equalities: decided per
+    list (not per predicate), so predicates that share a list in J share one in J-forms."""
+    share = J_FORMS.get(key[0], 0.0)
+    return random.Random(f"J-forms-{key}-{seed}").random() < share
+
+
+def _mirror(op: str) -> str:
+    return {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
+
+
+def _j_form(key: tuple, s: float, window_ms: int, rng: random.Random, equality: bool) -> tuple[str, str]:
+    """(clause, text) of a J-forms predicate in list `key` holding with probability ~`s`
+    (an equality: ~1/EQ_VALUES), written in one of the forms the language normalizes
+    to that list: the constant or the scaled column on either side, the offset beside
+    either column, a division instead of a factor."""
+    kind = key[0]
+    if kind == "W":
+        clause, text = _j_predicate(key, s, window_ms, rng)
+        left, op, right = text.split(" ", 2)
+        if rng.random() < 0.5:
+            return clause, f"{right} {_mirror(op)} {left}"
+        return clause, text
+    if kind == "A":
+        column = f"{key[1]}.{key[2]}"
+        if not equality:
+            _, text = _j_predicate(key, s, window_ms, rng)
+            _, op, value = text.split(" ", 2)
+            return "WHERE", text if rng.random() < 0.5 else f"{value} {_mirror(op)} {column}"
+        v = rng.randrange(EQ_VALUES)
+        form = rng.randrange(3)
+        if form == 0:
+            return "WHERE", f"{column} = {v}"
+        if form == 1:
+            return "WHERE", f"{column} * 2 = {2 * v}"
+        return "WHERE", f"{column} - 50 = {v - 50}"
+    _, ls, lc, rs, rc, factor, fam = key
+    if equality:
+        op, k = "=", float(rng.randint(-5, 5))
+    else:
+        op = rng.choice(FAMILY_OPS[fam])
+        k = round(_diff_quantile(float(factor), 1 - s if fam == "lower" else s), 2)
+    left, right = f"{ls}.{lc}", f"{rs}.{rc}"
+    scaled = right if factor == "1" else f"{right} * {factor}"
+    form = rng.randrange(4)
+    if form == 0:  # l op f*r + k
+        return "WHERE", f"{left} {op} {factor} * {right}{_signed(k)}"
+    if form == 1:  # r*f + k op' l
+        return "WHERE", f"{scaled}{_signed(k)} {_mirror(op)} {left}"
+    if form == 2:  # l - k op f*r
+        return "WHERE", f"{left}{_signed(-k)} {op} {scaled}"
+    return "WHERE", f"({left}{_signed(-k)}) / {factor} {op} {right}"  # (l - k)/f op r
+
+
 def j_queries(n: int, overlap: float, seed: int = 1, rate: float = 50.0,
-              target: float = J_TARGET) -> tuple[list[tuple[str, str]], dict]:
+              target: float = J_TARGET, forms: bool = False) -> tuple[list[tuple[str, str]], dict]:
     """`n` join queries; `overlap` is the target share of predicates that go into a
     predicate list some earlier query already uses ("overlap"), the rest into a list
     no query uses yet ("new"). When the wanted kind is impossible (no earlier list fits
     the query's streams, or every list of that kind is taken) the other is used and
-    counted, so the achieved share is reported next to the target."""
+    counted, so the achieved share is reported next to the target. With `forms`, the
+    same lists are written as J-forms writes them (`_j_form`)."""
     rng = random.Random(f"J-queries-{n}-{overlap}-{seed}")
     space = _j_combinations()
     used: set[tuple] = set()
@@ -278,12 +345,17 @@ def j_queries(n: int, overlap: float, seed: int = 1, rate: float = 50.0,
         k = len(streams)
         combos = (k / 3) * (rate * window_s) ** (k - 1)
         s_window = rng.uniform(0.3, 0.7)
-        others = len(slots) - 1
-        s_other = min(0.9, max(0.0001, (target / combos / s_window) ** (1 / others)))
+        equal = {key for key in chosen if forms and _is_equality(key, seed)}
+        others = len(slots) - 1 - len(equal)
+        rest = target / combos / s_window * EQ_VALUES ** len(equal)
+        s_other = min(0.9, max(0.0001, rest ** (1 / others))) if others else 0.0
         clauses: dict[str, list[str]] = {"WINDOW": [], "WHERE": []}
         for key in chosen:
-            s = s_window if key[0] == "W" else s_other * math.exp(rng.uniform(-0.2, 0.2))
-            clause, text = _j_predicate(key, min(s, 0.95), window_s * 1000, rng)
+            s = min(0.95, s_window if key[0] == "W" else s_other * math.exp(rng.uniform(-0.2, 0.2)))
+            if forms:
+                clause, text = _j_form(key, s, window_s * 1000, rng, key in equal)
+            else:
+                clause, text = _j_predicate(key, s, window_s * 1000, rng)
             clauses[clause].append(text)
         text = (f"SELECT *\nFROM {', '.join(streams)}\n"
                 f"WINDOW {' AND '.join(clauses['WINDOW'])}\n"
@@ -298,11 +370,12 @@ def j_queries(n: int, overlap: float, seed: int = 1, rate: float = 50.0,
 
 
 def j_events(keys: int = 20, rate: float = 50.0, base_keys: int = 20,
-             seed: int = 1) -> Callable[[], Iterator[Event]]:
+             seed: int = 1, integers: bool = False) -> Callable[[], Iterator[Event]]:
     """B, H, T events, in timestamp order. The total event rate is `rate` events/s per
     stream per key at `base_keys` keys, spread over `keys` keys (J-keys keeps the total
     rate and spreads it over 10,000 keys). Each (stream, key) emits one event every
-    `period` ms at its own fixed phase; column values are uniform on [0, 100)."""
+    `period` ms at its own fixed phase; column values are uniform on [0, 100), or with
+    `integers` the integers 0..99 (J-forms: the same draws, rounded down)."""
     period = round(1000 * keys / (rate * base_keys))
     rng = random.Random(f"J-phases-{keys}-{seed}")
     slots = sorted((rng.randrange(period), stream, f"k{key}")
@@ -315,26 +388,30 @@ def j_events(keys: int = 20, rate: float = 50.0, base_keys: int = 20,
         for cycle in itertools.count():
             base = cycle * period
             for phase, stream, key in slots:
-                yield Event(stream, key, base + phase, {c: r() * 100 for c in columns[stream]},
-                            position)
+                values = {c: r() * 100 for c in columns[stream]}
+                if integers:
+                    values = {c: int(v) for c, v in values.items()}
+                yield Event(stream, key, base + phase, values, position)
                 position += 1
 
     return events
 
 
 def workload_j(n: int, overlap: float = 0.5, keys: int = 20, seed: int = 1,
-               rate: float = 50.0, base_keys: int = 20) -> Workload:
-    """Workload J (and J-keys with keys=10000): `n` queries at the `overlap` level.
+               rate: float = 50.0, base_keys: int = 20, forms: bool = False) -> Workload:
+    """Workload J (J-keys with keys=10000, J-forms with `forms`): `n` queries at the
+    `overlap` level.
 
     The events: `rate` events/s per stream per key at `base_keys` keys, that total
     spread over `keys` keys. The queries (and their constants, tuned for `rate` per
     key) do not depend on `keys`, so J-keys runs exactly J's queries. Tests shrink
     `rate` and `base_keys` to get a small instance."""
-    queries, stats = j_queries(n, overlap, seed, rate)
-    name = "J" if keys == base_keys else "J-keys"
-    return Workload(name, {"n": n, "overlap": overlap, "keys": keys, "seed": seed,
-                           "rate": rate, "base_keys": base_keys},
-                    J_CATALOG, queries, j_events(keys, rate, base_keys, seed), info=stats)
+    queries, stats = j_queries(n, overlap, seed, rate, forms=forms)
+    name = "J-forms" if forms else "J" if keys == base_keys else "J-keys"
+    params = {"n": n, "overlap": overlap, "keys": keys, "seed": seed, "rate": rate, "base_keys": base_keys}
+    if forms:
+        params["forms"] = True
+    return Workload(name, params, J_CATALOG, queries, j_events(keys, rate, base_keys, seed, forms), info=stats)
 
 
 # --------------------------------------------------------------------------- D
@@ -441,11 +518,13 @@ def workload_d(cycles: int = 16, keys: int = 2, per_cycle: int = 60, seed: int =
 # --------------------------------------------------------------------------- lookup
 
 def build(name: str, **params) -> Workload:
-    """A workload by name ("S", "J", "J-keys", "D") and its parameters."""
+    """A workload by name ("S", "J", "J-keys", "J-forms", "D") and its parameters."""
     if name == "S":
         return workload_s(**params)
     if name in ("J", "J-keys"):
         return workload_j(**params)
+    if name == "J-forms":
+        return workload_j(**{**params, "forms": True})
     if name == "D":
         return workload_d(**params)
     raise ValueError(f"unknown workload {name!r}")

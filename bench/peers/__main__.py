@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=parse_peers, default=list(compare.PEERS),
                         help="comma-separated: esper, flink (the default: both, on the "
                              "files of S and J), kstreams (K through a local broker)")
-    parser.add_argument("--only", default="S,J", help="workloads (S, J)")
+    parser.add_argument("--only", default="S,J,J-forms", help="workloads (S, J, J-forms)")
     parser.add_argument("--s-sizes", type=_sizes, default=default.s_sizes)
     parser.add_argument("--j-sizes", type=_sizes, default=default.j_sizes)
     parser.add_argument("--s-events", type=int, default=default.s_events)
@@ -69,9 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/benchmarks.md",
                         help=f"report whose `{SECTION}` section is replaced ('-' for none)")
     args = parser.parse_args(argv)
-    only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
-    if only - {"S", "J"}:
-        parser.error("--only takes S and/or J")
+    names = {"S": "S", "J": "J", "J-FORMS": "J-forms"}
+    only = {names.get(w.strip().upper(), w.strip()) for w in args.only.split(",") if w.strip()}
+    if only - set(names.values()):
+        parser.error("--only takes S, J and/or J-forms")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     plan = compare.PeerPlan(s_sizes=args.s_sizes, j_sizes=args.j_sizes,

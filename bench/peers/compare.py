@@ -20,10 +20,11 @@ from bench.workloads import build
 
 Runner = Callable[[files.EventFiles, list, Path, float], dict]
 PEERS: dict[str, tuple[Runner, frozenset[str]]] = {
-    "esper": (esper.run, frozenset({"S", "J"})),
-    "flink": (flink.run, frozenset({"J"})),
+    "esper": (esper.run, frozenset({"S", "J", "J-forms"})),
+    "flink": (flink.run, frozenset({"J", "J-forms"})),
 }
-"""Each peer and the workloads it runs (issue 10: Esper on S and J, Flink SQL on J)."""
+"""Each peer and the workloads it runs (Esper on S and J, Flink SQL on J; both on
+J-forms, J written in the language's other forms)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def run(peers: list[str], workloads: set[str], plan: PeerPlan, log: Callable[[st
     with tempfile.TemporaryDirectory(prefix="juggler-peers-") as tmp:
         jobs = []
         for name, sizes, count in (("S", plan.s_sizes, plan.s_events),
-                                   ("J", plan.j_sizes, plan.j_events)):
+                                   ("J", plan.j_sizes, plan.j_events),
+                                   ("J-forms", plan.j_sizes, plan.j_events)):
             takers = [p for p in peers if p in PEERS and name in PEERS[p][1]]
             if name not in workloads or not takers:
                 continue
@@ -88,7 +90,7 @@ def _compare(name: str, params: dict, peers: list[str], exported: files.EventFil
                                  "events": str(exported.directory),
                                  "out": str(work / "juggler.tsv")}, plan.timeout, services)
     log(f"  {label:12s} juggler {juggler['events_per_s']:>12,.0f} ev/s, "
-        f"{juggler['results']:,} results")
+        f"{juggler['results']:,} results, {juggler['candidates_per_result']:.2f} candidates/result")
     rows = [{"workload": name, "n": params["n"], "engine": "juggler"} | juggler]
     queries = build(name, **params).compiled()
     for peer in peers:

@@ -47,13 +47,15 @@ def run_spec(spec: dict) -> dict[str, Any]:
                 raise outcome
             found.extend([(r.query, r.sources) for r in outcome])
     seconds = clock() - start
+    stats = engine.stats()
     with open(spec["out"], "w") as f:
         for query, sources in found:
             f.write(f"{query}\t{','.join(str(sources[s]) for s in order[query])}\n")
     return {"events": len(events), "seconds": seconds, "results": len(found),
             "events_per_s": len(events) / seconds if seconds > 0 else None,
             "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-            "results_file": spec["out"]}
+            "results_file": spec["out"],
+            "candidates_per_result": stats["candidates"] / max(stats["results"], 1)}
 
 
 def measure(spec: dict, timeout: float, services: Path | None = None) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def table(rows: list[dict]) -> str:
     ratios are taken per repeat against Juggler's run of the same repeat, then the median.
     The ratio of rates uses the peer's net rate where it has one (Flink: beyond a
     read-only job of the files)."""
-    head = ["workload", "queries", "events", "results", "Juggler ev/s", "Juggler peak MB",
+    head = ["workload", "queries", "events", "results", "Juggler candidates/result", "Juggler ev/s", "Juggler peak MB",
             "peer", "peer ev/s", "peer ev/s net", "peer peak MB", "Juggler/peer ev/s",
             "Juggler/peer memory", "results equal"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -69,6 +69,7 @@ def table(rows: list[dict]) -> str:
         has_net = any("net_events_per_s" in r for _, r in ok)
         lines.append("| " + " | ".join([
             workload, f"{n:,}", f"{mine[0]['events']:,}", f"{mine[0]['results']:,}",
+            f"{mine[0]['candidates_per_result']:.2f}" if "candidates_per_result" in mine[0] else "n/a",
             _rate(_median([j["events_per_s"] for j in mine])),
             _mb(_median([j["peak_rss_kb"] for j in mine])), engine,
             _rate(_median([r["events_per_s"] for _, r in ok])),
@@ -99,7 +100,7 @@ def section(rows: list[dict], info: dict, command: str) -> str:
         "## Peers: Esper and Flink SQL on the same files (issue 10, item 5)", "",
         "```",
         f"python -m bench.peers                       # S n={_sizes(plan.s_sizes)} "
-        f"({plan.s_events:,} events), J n={_sizes(plan.j_sizes)} ({plan.j_events:,})",
+        f"({plan.s_events:,} events), J and J-forms n={_sizes(plan.j_sizes)} ({plan.j_events:,})",
         "python -m bench.peers --peers esper --only S --s-sizes 1,10 --s-events 50000",
         "python -m bench.run --peers esper,flink     # the same after the standard grid "
         "(--quick: smaller)",
@@ -140,7 +141,9 @@ def section(rows: list[dict], info: dict, command: str) -> str:
         "- *peak MB*: the peak resident set of the engine's process (`ru_maxrss`, or "
         "`VmHWM` of the JVM), interpreter or JVM included; the JVMs run with their default "
         "heap (a quarter of RAM) and are free to grow into it.",
-        "- *results equal*: the multisets of (query, source positions) are identical.", "",
+        "- *results equal*: the multisets of (query, source positions) are identical.",
+        "- *Juggler candidates/result*: held events the operator examined as partners per "
+        "result (`NativeEngine.stats()`), deterministic.", "",
         table(rows), "",
     ]
     return "\n".join(lines)
