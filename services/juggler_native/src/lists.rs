@@ -487,6 +487,19 @@ pub enum EqConst {
     Diff(f64, Option<i128>),
 }
 
+impl EqConst {
+    /// The number every value equal to the constant is (as a double): None for a
+    /// string or boolean, and for `Never` (no value equals it).
+    pub fn number(&self) -> Option<f64> {
+        match *self {
+            EqConst::Num(NumKey::I(i)) => Some(i as f64),
+            EqConst::Num(NumKey::F(bits)) => Some(f64::from_bits(bits)),
+            EqConst::Diff(tf, _) => Some(tf),
+            EqConst::Str(_) | EqConst::Bool(_) | EqConst::Never => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct EqEntry {
     pub eq: bool,
@@ -720,6 +733,32 @@ impl EqList {
     #[inline(always)]
     pub fn touches(&self, mask: &[u64], r: &Words) -> bool {
         self.all.intersects(mask, r)
+    }
+
+    /// One of query `bit`'s `=` predicates and its constant: every value (or
+    /// difference) the query can use equals it, so it bounds a retrieval as a range
+    /// list's threshold does. None when the query has only `!=` here.
+    pub fn pinned(&self, bit: usize) -> Option<(&EqConst, u32)> {
+        let few = self.own.get(&(bit as u32))?;
+        few.as_slice().iter().map(|p| (&self.entries[p], *p)).find(|(e, _)| e.eq).map(|(e, p)| (&e.constant, p))
+    }
+
+    /// The constants `pinned` gives for each of `group`'s queries (words `r`), when
+    /// they are a few and each has one: a value outside their hull is of use to none
+    /// of them. None otherwise (the retrieval is then not bounded by this list).
+    pub fn pinned_all<'a>(&'a self, group: &[u64], r: &Words) -> Option<impl Iterator<Item = &'a EqConst> + 'a> {
+        let few = group[r.clone()].iter().map(|w| w.count_ones()).sum::<u32>() <= FEW_QUERIES;
+        let bits: Vec<usize> = bits(&group[r.clone()]).map(|b| r.start * 64 + b).collect();
+        (few && bits.iter().all(|&b| self.pinned(b).is_some()))
+            .then(move || bits.into_iter().map(move |b| self.pinned(b).expect("checked").0))
+    }
+
+    /// OR into words `r` of `out` the queries with predicate `pred`: a value (or
+    /// difference) equal to its constant is what each of them needs.
+    pub fn or_same(&self, pred: u32, out: &mut [u64], r: &Words) {
+        if let Some(e) = self.entries.get(&pred) {
+            e.set.or_into(out, r);
+        }
     }
 
     fn ask(&self, out: &mut [u64], r: &Words, mut holds: impl FnMut(u32) -> bool) {

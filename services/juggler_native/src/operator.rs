@@ -194,30 +194,45 @@ impl CheckSets {
     }
 }
 
-/// A window list (factor 1) a query uses at a node: it bounds a partner's ts by the
-/// ts bound at depth `other`, exactly. `ti`: the query's own (tightest) constant.
+/// A window list (factor 1, range or equality) a query uses at a node: it bounds a
+/// partner's ts by the ts bound at depth `other`, exactly. `d`: the interval of the
+/// difference `l - r` the query's own constant allows (`Operator::window_interval`).
 #[derive(Clone, Copy, Debug)]
 struct OwnWindow {
-    list: usize,
+    list: ListRef,
     other: usize,
     partner_is_left: bool,
-    ti: Option<i128>,
+    d: Option<(i128, i128)>,
 }
 
-/// A join or attribute range list a query uses at a node, which a value-index probe
-/// over the partner's `slot` can serve it by: `own`, the query's own (tightest)
-/// constant in it and its predicate (with it the list finds the queries at least as
-/// tight: `RangeList::or_tighter`).
+/// A join or attribute list (range or equality) a query uses at a node, which a
+/// value-index probe over the partner's `slot` can serve it by: `own`, the query's
+/// own constant in it (a range list's tightest threshold, an equality list's `=`
+/// constant) and its predicate (with it the list finds the queries every value the
+/// probe returns may serve: `Operator::or_served`).
 #[derive(Clone, Debug)]
 struct OwnRange {
-    list: usize,
+    list: ListRef,
     slot: usize,
-    /// A join list: the bound side's (depth, slot) and whether the partner is the
-    /// left side; None for an attribute list.
-    join: Option<((usize, usize), bool)>,
+    /// A join list: its other side and whether the partner is the left side; None
+    /// for an attribute list.
+    join: Option<(Other, bool)>,
     own: Option<(f64, u32)>,
     /// Where the list's queries at least as tight start or end (`or_tighter`).
     at: AtCache,
+}
+
+/// The other side of a join list a partner is retrieved by.
+#[derive(Clone, Copy, Debug)]
+enum Other {
+    /// A stream bound before the partner: its (depth, slot), whose value the list
+    /// compares the partner's with.
+    Bound(usize, usize),
+    /// A stream the query binds after the partner: its (stream, slot). Its value is
+    /// not known yet, but it will be one of its held events' (`Store::extent`), so
+    /// the list still bounds the partner: an event no held value can pair with is
+    /// of no use (a semi-join reduction).
+    Ahead(u32, usize),
 }
 
 /// Per query bit, its window lists (in the node's order) and its join then attribute
@@ -510,6 +525,49 @@ fn loosest_of_all(list: &RangeList, group: &[u64], r: &Words) -> Option<(f64, i1
     list.covers(group, r).then(|| list.loosest(group, r)).flatten()
 }
 
+/// Beyond any timestamp difference: stands for an unbounded side of an interval of
+/// timestamps, so that adding a timestamp to it stays far inside i128.
+const UNBOUNDED_TS: i128 = 1 << 100;
+
+/// The interval of a window list's difference `l - r` (exact, timestamps are ints)
+/// that threshold `ti` allows in a range list (above it, or below it).
+fn ts_interval(list: &RangeList, ti: i128) -> (i128, i128) {
+    let ti = ti.clamp(-UNBOUNDED_TS, UNBOUNDED_TS);
+    if list.lower { (ti, UNBOUNDED_TS) } else { (-UNBOUNDED_TS, ti) }
+}
+
+/// The interval of a window list's difference `l - r` that an equality constant
+/// allows: the int it is, or nothing (a constant that is no int equals no difference
+/// of timestamps).
+fn ts_point(c: &EqConst) -> (i128, i128) {
+    match *c {
+        EqConst::Diff(_, Some(i)) if (-UNBOUNDED_TS..=UNBOUNDED_TS).contains(&i) => (i, i),
+        EqConst::Diff(_, Some(_)) | EqConst::Diff(_, None) => (1, 0),
+        _ => (-UNBOUNDED_TS, UNBOUNDED_TS),
+    }
+}
+
+/// The value `o` (an end of an interval of differences) gives, widened by `slack`
+/// past the rounding of solving for it in doubles, downwards (`down`) or upwards;
+/// an infinite `o` leaves that side unbounded; None when the solution is no finite
+/// double.
+fn widened(o: f64, t: f64, slack: f64, down: bool) -> Option<f64> {
+    if o.is_infinite() {
+        return Some(if down { f64::NEG_INFINITY } else { f64::INFINITY });
+    }
+    if !t.is_finite() || !slack.is_finite() {
+        return None;
+    }
+    Some(if down { t - slack } else { t + slack })
+}
+
+/// The partner's values an attribute list allows when its value must lie in `d`,
+/// widened past rounding (the lists' exact filter decides).
+fn attr_range((dlo, dhi): (f64, f64)) -> Option<(f64, f64)> {
+    let slack = |t: f64| t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
+    Some((widened(dlo, dlo, slack(dlo), true)?, widened(dhi, dhi, slack(dhi), false)?))
+}
+
 /// For a join or window check at a node binding depth `depth`: whether the partner
 /// is its left side, the partner's slot, and the bound side's (depth, slot); None
 /// unless the check compares the partner with a stream bound before it.
@@ -523,17 +581,18 @@ fn bound_side(check: &Check, depth: usize) -> Option<(bool, usize, (usize, usize
     }
 }
 
-/// The partner's values that can satisfy `d = l - f*r >= o` (a lower list) or
-/// `d <= o` with the other side's value `ov`, widened past the rounding of solving
-/// for the partner in doubles.
-fn join_range(list: &RangeList, partner_is_left: bool, ov: f64, o: f64) -> Option<(f64, f64)> {
-    let f = list.factor.expect("a pair list").f;
-    let (target, above) = if partner_is_left { (o + f * ov, list.lower) } else { ((ov - o) / f, list.lower == (f < 0.0)) };
-    let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
-    if !target.is_finite() || !slack.is_finite() {
-        return None;
-    }
-    Some(if above { (target - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, target + slack) })
+/// The partner's values that can make `d = l - f*r` lie in [dlo, dhi] (a range
+/// list: one side unbounded; an equality list: one point) with the other side's value
+/// `ov`, widened past the rounding of solving for the partner in doubles.
+fn join_range(f: f64, partner_is_left: bool, ov: f64, (dlo, dhi): (f64, f64)) -> Option<(f64, f64)> {
+    let end = |o: f64, down: bool| {
+        let target = if partner_is_left { o + f * ov } else { (ov - o) / f };
+        let slack = (target.abs() + o.abs() + ov.abs() + (f * ov).abs()) * (1.0 / (1u64 << 40) as f64) + 1e-300;
+        widened(o, target, slack, down)
+    };
+    // the partner grows with d when it is the left side or the factor is negative
+    let (from_lo, from_hi) = if partner_is_left || f < 0.0 { (dlo, dhi) } else { (dhi, dlo) };
+    Some((end(from_lo, true)?, end(from_hi, false)?))
 }
 
 /// A retrieval of more than `ALONE` queries splits them into at most this many
@@ -942,7 +1001,7 @@ impl Operator {
                     lists
                         .iter()
                         .filter_map(|(l, _)| info.attr_at.get(l).copied())
-                        .filter(|&k| matches!(info.attr[k as usize], Some((ListRef::Range(_), _, None))))
+                        .filter(|&k| matches!(info.attr[k as usize], Some((_, _, None))))
                         .collect()
                 });
                 attrs.sort_unstable();
@@ -955,7 +1014,22 @@ impl Operator {
                 if depth == path.len() - 1 {
                     set(&mut n.ends, bit, true);
                 }
-                let (windows, ranges) = self.own_plan(&self.nodes[node], bit);
+                // join lists from the node's stream to a stream bound after it
+                let later = &path[depth + 1..];
+                let ahead: Vec<(ListRef, usize, bool, (u32, usize))> = pairs
+                    .iter()
+                    .filter(|(_, l, r)| l.1 != 0 || r.1 != 0)
+                    .filter_map(|&(list, l, r)| {
+                        if l.0 == path[depth] && later.contains(&r.0) {
+                            Some((list, l.1, true, r))
+                        } else if r.0 == path[depth] && later.contains(&l.0) {
+                            Some((list, r.1, false, l))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                let (windows, ranges) = self.own_plan(&self.nodes[node], bit, &ahead);
                 self.nodes[node].own.put(bit, &windows, &ranges);
             }
         }
@@ -1007,35 +1081,96 @@ impl Operator {
     }
 
     /// Query `bit`'s own plan at node `c` (see `OwnPlans`): its window lists in the
-    /// node's order, then its join and attribute range lists.
-    fn own_plan(&self, c: &Node, bit: usize) -> (Vec<OwnWindow>, Vec<OwnRange>) {
+    /// node's order, then its join lists to bound streams, its attribute lists, and
+    /// its join lists to streams bound after the node's (`ahead`: each list, the
+    /// partner's slot, whether the partner is its left side, and the other side).
+    fn own_plan(&self, c: &Node, bit: usize, ahead: &[(ListRef, usize, bool, (u32, usize))])
+                -> (Vec<OwnWindow>, Vec<OwnRange>) {
         let (mut windows, mut ranges) = (Vec::new(), Vec::new());
         let mut ks: Vec<u32> = c.checks_of.of(bit).to_vec();
         ks.sort_unstable();
         for check in ks.iter().map(|&k| &c.checks[k as usize]).filter(|c| c.window) {
-            let ListRef::Range(j) = check.list else { continue };
-            let list = &self.ranges[j];
-            let Some(Factor { int: Some(1), .. }) = list.factor else { continue };
             let Some((partner_is_left, _, other)) = bound_side(check, c.depth) else { continue };
-            let ti = list.tightest(bit).map(|(_, ti)| ti);
-            windows.push(OwnWindow { list: j, other: other.0, partner_is_left, ti });
+            let d = self.window_interval(check.list, bit, None);
+            windows.push(OwnWindow { list: check.list, other: other.0, partner_is_left, d });
         }
         for &k in c.checks_of.of(bit) {
             let check = &c.checks[k as usize];
-            let ListRef::Range(j) = check.list else { continue };
             // a window predicate: the time range already holds it
             let Some((partner_is_left, slot, other)) = bound_side(check, c.depth).filter(|_| !check.window) else {
                 continue;
             };
-            let own = self.ranges[j].tighter(bit);
-            ranges.push(OwnRange { list: j, slot, join: Some((other, partner_is_left)), own, at: AtCache::default() });
+            let own = self.own_constant(check.list, bit);
+            let join = Some((Other::Bound(other.0, other.1), partner_is_left));
+            ranges.push(OwnRange { list: check.list, slot, join, own, at: AtCache::default() });
         }
         let attr = self.streams.get(c.stream as usize).map_or(&[][..], |info| &info.attr[..]);
         for &k in c.attrs_of.of(bit) {
-            let Some((ListRef::Range(j), slot, _)) = attr[k as usize] else { unreachable!("attribute range lists only") };
-            ranges.push(OwnRange { list: j, slot, join: None, own: self.ranges[j].tighter(bit), at: AtCache::default() });
+            let Some((list, slot, None)) = attr[k as usize] else { unreachable!("attribute lists only") };
+            ranges.push(OwnRange { list, slot, join: None, own: self.own_constant(list, bit), at: AtCache::default() });
+        }
+        for &(list, slot, partner_is_left, (stream, other)) in ahead {
+            let join = Some((Other::Ahead(stream, other), partner_is_left));
+            ranges.push(OwnRange { list, slot, join, own: self.own_constant(list, bit), at: AtCache::default() });
         }
         (windows, ranges)
+    }
+
+    /// Query `bit`'s own constant in `list` and the predicate holding it: in a range
+    /// list its tightest threshold, in an equality list the constant of one of its `=`
+    /// predicates (every value it can use equals it). None when the list bounds none
+    /// of its values (only `!=`, or a string or boolean constant).
+    fn own_constant(&self, list: ListRef, bit: usize) -> Option<(f64, u32)> {
+        match list {
+            ListRef::Range(j) => self.ranges[j].tighter(bit),
+            ListRef::Eq(j) => self.eqs[j].pinned(bit).and_then(|(c, pred)| c.number().map(|t| (t, pred))),
+        }
+    }
+
+    /// The interval of `d` (an attribute's value, or a pair's `l - f*r`) that `list`
+    /// allows at constant `t`: from it up (a lower list), up to it (an upper one), or
+    /// it alone (an equality list).
+    fn allowed(&self, list: ListRef, t: f64) -> (f64, f64) {
+        match list {
+            ListRef::Range(j) if self.ranges[j].lower => (t, f64::INFINITY),
+            ListRef::Range(_) => (f64::NEG_INFINITY, t),
+            ListRef::Eq(_) => (t, t),
+        }
+    }
+
+    /// The interval of `d` every query of `group` (words `r`) allows in `list`, when
+    /// each has a constant there: a range list's loosest, or the hull of a few
+    /// queries' equality constants; None otherwise (the list then bounds nothing).
+    fn allowed_all(&self, list: ListRef, group: &[u64], r: &Words) -> Option<(f64, f64)> {
+        match list {
+            ListRef::Range(j) => loosest_of_all(&self.ranges[j], group, r).map(|(t, _)| self.allowed(list, t)),
+            ListRef::Eq(j) => self.eqs[j].pinned_all(group, r)?.try_fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
+                c.number().map(|t| (lo.min(t), hi.max(t)))
+            }),
+        }
+    }
+
+    /// The exact interval of a window list's difference `l - r` of timestamps that
+    /// query `bit` allows (its own tightest threshold, or its `=` constant), or with
+    /// `shared` every query of a group; None when the list bounds nothing.
+    fn window_interval(&self, list: ListRef, bit: usize, shared: Option<(&[u64], &Words)>) -> Option<(i128, i128)> {
+        match (list, shared) {
+            (ListRef::Range(j), None) => self.ranges[j].tightest(bit).map(|(_, ti)| ts_interval(&self.ranges[j], ti)),
+            (ListRef::Range(j), Some((group, r))) => {
+                loosest_of_all(&self.ranges[j], group, r).map(|(_, ti)| ts_interval(&self.ranges[j], ti))
+            }
+            (ListRef::Eq(j), None) => self.eqs[j].pinned(bit).map(|(c, _)| ts_point(c)),
+            (ListRef::Eq(j), Some((group, r))) => self.eqs[j].pinned_all(group, r)?.map(ts_point).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))),
+        }
+    }
+
+    /// OR into `out` the queries a probe at predicate `pred`'s constant in `list`
+    /// serves: those at least as tight (a range list), or with the same `=` predicate.
+    fn or_served(&self, list: ListRef, pred: u32, at: &AtCache, out: &mut [u64], r: &Words) {
+        match list {
+            ListRef::Range(j) => self.ranges[j].or_tighter(pred, at, out, r),
+            ListRef::Eq(j) => self.eqs[j].or_same(pred, out, r),
+        }
     }
 
     fn add_window(&mut self, window: i64, bit: usize, bulk: bool) {
@@ -1281,6 +1416,15 @@ impl Operator {
                 out.push(Hit { bit, order: q.order, ts, refs: partial.to_vec(), seqs });
             }
         }
+    }
+
+    /// The factor `f` of a pair list `l op f*r + o`.
+    fn factor(&self, list: ListRef) -> f64 {
+        let factor = match list {
+            ListRef::Range(j) => self.ranges[j].factor,
+            ListRef::Eq(j) => self.eqs[j].factor,
+        };
+        factor.expect("a pair list").f
     }
 
     /// Whether a query of `mask`'s words `r` has a predicate in `check`'s list.
@@ -1551,23 +1695,23 @@ impl Operator {
     fn narrowed_for(&self, ks: &KeyState, c: &Node, partial: &[(u32, usize)], bit: usize,
                     shared: Option<(&[u64], &Words)>, mut lo: i128, mut hi: i128) -> (i128, i128) {
         debug_assert_eq!(partial.len(), c.depth);
-        for &OwnWindow { list, other, partner_is_left, ti } in c.own.windows(bit) {
-            let list = &self.ranges[list];
-            // d = l - r >= ti (lower) or <= ti (upper), exactly, for the loosest ti (a
-            // query alone: its own tightest)
-            let ti = match shared {
-                None => ti,
-                Some((group, r)) => loosest_of_all(list, group, r).map(|(_, ti)| ti),
+        for &OwnWindow { list, other, partner_is_left, d } in c.own.windows(bit) {
+            // d = l - r in [a, b], exactly, for the group's loosest (a query alone: its own)
+            let d = match shared {
+                None => d,
+                Some(shared) => self.window_interval(list, bit, Some(shared)),
             };
-            let Some(ti) = ti else { continue };
+            let Some((a, b)) = d else { continue };
             let (os, oi) = partial[other];
             let ots = ks.stores[os as usize].ts(oi) as i128;
-            let ti = ti.clamp(-(1i128 << 100), 1i128 << 100);
-            match (partner_is_left, list.lower) {
-                (true, true) => lo = lo.max(ots + ti),   // p - o >= ti
-                (true, false) => hi = hi.min(ots + ti),  // p - o <= ti
-                (false, true) => hi = hi.min(ots - ti),  // o - p >= ti
-                (false, false) => lo = lo.max(ots - ti), // o - p <= ti
+            if partner_is_left {
+                // p - o in [a, b]
+                lo = lo.max(ots + a);
+                hi = hi.min(ots + b);
+            } else {
+                // o - p in [a, b]
+                lo = lo.max(ots - b);
+                hi = hi.min(ots - a);
             }
         }
         (lo, hi)
@@ -1588,27 +1732,32 @@ impl Operator {
         debug_assert_eq!(partial.len(), c.depth);
         for (i, step) in c.own.ranges(bit).iter().enumerate() {
             let &OwnRange { list, slot, join, own, .. } = step;
-            let list = &self.ranges[list];
-            let ov = match join {
-                Some((other, _)) => {
-                    let (os, oi) = partial[other.0];
-                    let Some(ov) = ks.stores[os as usize].value(oi, other.1).as_f64() else { continue };
-                    ov
+            // the other side's value, or the least and greatest it can be
+            let (ov, ov_hi) = match join {
+                Some((Other::Bound(depth, other), _)) => {
+                    let (os, oi) = partial[depth];
+                    let Some(ov) = ks.stores[os as usize].value(oi, other).as_f64() else { continue };
+                    (ov, ov)
                 }
-                None => 0.0,
+                Some((Other::Ahead(stream, other), _)) => {
+                    let Some(extent) = ks.stores.get(stream as usize).and_then(|s| s.extent(other)) else { continue };
+                    extent
+                }
+                None => (0.0, 0.0),
             };
             let picked = match shared {
-                None => own.map(|(t, _)| t),
-                Some((group, r)) => loosest_of_all(list, group, r).map(|(t, _)| t),
+                None => own.map(|(t, _)| self.allowed(list, t)),
+                Some((group, r)) => self.allowed_all(list, group, r),
             };
-            let Some(t) = picked else { continue };
+            let Some(d) = picked else { continue };
             if let Some((_, partner_is_left)) = join {
-                if let Some((lo, hi)) = join_range(list, partner_is_left, ov, t) {
-                    each(Bound { slot, lo, hi }, i as u32, Phase::J);
+                let f = self.factor(list);
+                // the partner's range moves monotonically with the other side's value
+                let ends = (join_range(f, partner_is_left, ov, d), join_range(f, partner_is_left, ov_hi, d));
+                if let (Some(a), Some(b)) = ends {
+                    each(Bound { slot, lo: a.0.min(b.0), hi: a.1.max(b.1) }, i as u32, Phase::J);
                 }
-            } else if t.is_finite() {
-                let slack = t.abs() * (1.0 / (1u64 << 40) as f64) + 1e-300;
-                let (lo, hi) = if list.lower { (t - slack, f64::INFINITY) } else { (f64::NEG_INFINITY, t + slack) };
+            } else if let Some((lo, hi)) = attr_range(d) {
                 each(Bound { slot, lo, hi }, i as u32, Phase::A);
             }
         }
@@ -1829,7 +1978,7 @@ impl Operator {
             let at = covered.len();
             covered.resize(at + self.nw, 0);
             let served = &mut covered[at..];
-            self.ranges[step.list].or_tighter(pred, &step.at, served, &(0..self.nw));
+            self.or_served(step.list, pred, &step.at, served, &(0..self.nw));
             served.iter_mut().zip(uncovered.iter()).for_each(|(s, u)| *s &= u);
             served[bit / 64] |= 1 << (bit % 64);
             and_not(uncovered, served);

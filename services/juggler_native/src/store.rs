@@ -348,6 +348,16 @@ impl Store {
         self.indexes.len() - 1
     }
 
+    /// The least and the greatest value in the value index over `slot`, if there is
+    /// one and both are finite: every held event's number in `slot` lies between them
+    /// (the index also keeps purged events until the store compacts, which only
+    /// widens it).
+    pub fn extent(&self, slot: usize) -> Option<(f64, f64)> {
+        let x = self.indexes.iter().find(|x| x.slot == slot)?;
+        let (&lo, &hi) = (x.keys.first()?, x.keys.last()?);
+        (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+    }
+
     /// The events at `entries` of index `x` (see `entries`), each as (store index, k)
     /// for every `sieves[k]` it meets, appended to `out`. `bounds`: the sieves'.
     pub fn probe(&self, x: usize, entries: std::ops::Range<usize>, sieves: &[Sieve], bounds: &[Bound],
