@@ -5,14 +5,16 @@
 Writes each variant's queries and first `--events` events as the JSON lines files
 `juggler eval` reads, then times the CLI on them (a fresh process each time, reading,
 evaluating and writing the results included), the variants alternated within each
-repeat so a shared machine's drift hits both alike. Prints the median wall time and
-the results of each.
+repeat so a shared machine's drift hits both alike. Prints the median wall time, the
+median CPU time of the process (user + system: what a busy shared machine inflates
+least) and the results of each.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,14 +37,19 @@ def write(workload: Workload, count: int, directory: Path) -> tuple[Path, Path]:
     return queries, events
 
 
-def timed_eval(queries: Path, events: Path, out: Path) -> tuple[float, int]:
-    """Wall seconds of one `juggler eval` run, and the results it wrote."""
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_eval(queries: Path, events: Path, out: Path) -> tuple[float, float, int]:
+    """Wall and CPU seconds of one `juggler eval` run, and the results it wrote."""
+    start, cpu = time.perf_counter(), _children_cpu()
     subprocess.run([sys.executable, "-m", "juggler.cli", "eval", "--queries", str(queries),
                     "--events", str(events), "--out", str(out)], check=True)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu
     with out.open() as f:
-        return seconds, sum(1 for _ in f)
+        return seconds, cpu, sum(1 for _ in f)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,14 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"J": workload_j(args.n, 0.5), "J-forms": workload_j(args.n, 0.5, forms=True)}
     with tempfile.TemporaryDirectory(prefix="juggler-eval-j-") as tmp:
         files = {name: write(w, args.events, Path(tmp) / name) for name, w in variants.items()}
-        runs: dict[str, list[tuple[float, int]]] = {name: [] for name in variants}
+        runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in variants}
         for _ in range(args.repeats):
             for name, (queries, events) in files.items():
                 runs[name].append(timed_eval(queries, events, Path(tmp) / name / "results.jsonl"))
     for name, measured in runs.items():
-        seconds = [s for s, _ in measured]
-        print(f"{name}: n={args.n}, {args.events:,} events: median {statistics.median(seconds):.2f} s "
-              f"(runs {', '.join(f'{s:.2f}' for s in seconds)}), {measured[0][1]:,} results")
+        seconds, cpu = [s for s, _, _ in measured], [c for _, c, _ in measured]
+        print(f"{name}: n={args.n}, {args.events:,} events: median {statistics.median(seconds):.2f} s wall "
+              f"(runs {', '.join(f'{s:.2f}' for s in seconds)}), {statistics.median(cpu):.2f} s CPU "
+              f"(runs {', '.join(f'{c:.2f}' for c in cpu)}), {measured[0][2]:,} results")
     return 0
 
 
