@@ -35,6 +35,9 @@ CASES = {
     # queries, windows up to 20 s; J's real sizes would take the baseline hours.
     "J": ("J", {"n": 5, "overlap": 0.5, "keys": 3, "base_keys": 3, "rate": 5}, 360,
           [{}, {"retention": 20000}]),
+    # J's instance in the language's other forms (equalities, offsets on either side).
+    "J-forms": ("J-forms", {"n": 8, "overlap": 0.5, "keys": 3, "base_keys": 3, "rate": 5}, 360,
+                [{}, {"retention": 20000}]),
     # Both halves of the drift; attributes hold half the time in the first half so
     # that a tiny instance has results there too. Every static order and adaptive.
     "D": ("D", {"cycles": 2, "keys": 1, "per_cycle": 16, "variants": 5, "hold": (0.5, 0.95)},
@@ -63,7 +66,7 @@ def test_engine_matches_baseline_on_workload(name: str) -> None:
 
 
 @pytest.mark.parametrize("name, params", [("S", {"n": 5}), ("J", {"n": 5, "overlap": 0.25}),
-                                          ("D", {"cycles": 2})])
+                                          ("J-forms", {"n": 5, "overlap": 0.25}), ("D", {"cycles": 2})])
 def test_workloads_are_deterministic(name: str, params: dict) -> None:
     a, b = build(name, **params), build(name, **params)
     assert a.queries == b.queries
