@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Iterator, Union
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken
@@ -144,6 +144,21 @@ class SyntaxQuery:
     max_window: Duration | None
     where: tuple[Comparison, ...]
     end: Span  # just after the last token: where "found end of query" points
+
+
+def leaves(comparisons: Iterable[Comparison]) -> Iterator[Expr]:
+    """Every literal and column written in the comparisons, at any depth."""
+    stack: list[Expr] = [side for cmp in comparisons for side in (cmp.left, cmp.right)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Signed):
+            stack.append(node.operand)
+        elif isinstance(node, Sum):
+            stack.extend(term for _, term in node.terms)
+        elif isinstance(node, Product):
+            stack.extend(factor for _, factor in node.factors)
+        else:
+            yield node
 
 
 # --------------------------------------------------------------------------- parsing
