@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from juggler.codec.avro import RESULT, Codec
+from juggler.codec.avro import COMMAND, RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import client_log, stamp, watched
@@ -42,6 +42,10 @@ partition task then asks for the same queries in the same order, so a cache smal
 than the burst dropped each one before the tasks came to it (100,000 rules were
 compiled five times over with 4 partitions). A registered query's object is the
 engines' own, so the cache costs only the dict's entries for those."""
+FANOUT_CACHE = 16_384
+"""Decoded fanout commands kept per process (oldest dropped first): enough for the
+copies of a burst that the partitions' tasks apply a few rounds apart; a copy applied
+later is decoded again."""
 
 
 class TaskContext(Protocol):
@@ -66,6 +70,8 @@ class TaskContext(Protocol):
                       ) -> tuple[bytes, bool]: ...
 
     def compiled(self, query_id: str, text: str) -> Query: ...
+
+    def fanout_command(self, value: bytes | None) -> dict[str, Any]: ...
 
     def ensure_results_topic(self, query_id: str) -> None: ...
 
@@ -104,6 +110,7 @@ class Job:
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
         self._compiled: dict[tuple[str, str], Query] = {}
+        self._fanout: dict[bytes, dict[str, Any]] = {}
 
     def arrival_order(self) -> ArrivalOrder:
         """A task's order of taking records: the worker's, which never overtakes a record
@@ -139,6 +146,19 @@ class Job:
             if len(self._compiled) > COMPILED_CACHE:
                 self._compiled.pop(next(iter(self._compiled)))
         return query
+
+    def fanout_command(self, value: bytes | None) -> dict[str, Any]:
+        """A fanout record's command, decoded once per process: every partition's copy
+        of an accepted command has the same value, so a burst of commands is decoded
+        once, not once per partition. Raises `CodecError`. The dict is shared by the
+        tasks: none may change it."""
+        command = self._fanout.get(value) if value is not None else None
+        if command is None:
+            command = self.codec.decode(COMMAND, value)
+            self._fanout[value] = command
+            if len(self._fanout) > FANOUT_CACHE:
+                self._fanout.pop(next(iter(self._fanout)))
+        return command
 
     def ensure_results_topic(self, query_id: str) -> None:
         ensure_results_topic(self.settings, self.partitions, query_id)

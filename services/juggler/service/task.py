@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from juggler.codec.avro import COMMAND, COMMAND_STATUS, RESULT, CodecError, result_record
+from juggler.codec.avro import COMMAND_STATUS, RESULT, CodecError, result_record
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.native import DecodedEvent
@@ -317,7 +317,7 @@ class PartitionTask:
         record, has_barrier = step.barrier.item
         w = self.w
         try:
-            command = w.codec.decode(COMMAND, record.value)
+            command = w.fanout_command(record.value)
             if not has_barrier:
                 raise CodecError("a fanout record without a valid barrier header: not "
                                  "written by the control task", "bad_command")
