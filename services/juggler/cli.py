@@ -17,7 +17,7 @@ ORDERS = ("adaptive", *("".join(p) for p in itertools.permutations("AJW")))
 """`--order`: adaptive, or a static order of the Attribute/Join/Window predicate types."""
 
 BAD_INPUT = 2
-"""Exit status for bad input (DESIGN section 5), the same as click's usage errors."""
+"""Exit status for bad input (semantics section 5), the same as click's usage errors."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,4 @@
-"""`juggler eval`: run an engine over files, with no Kafka (DESIGN section 5).
+"""`juggler eval`: run an engine over files, with no Kafka (semantics section 5).
 
 queries.jsonl is registered before the first event; events.jsonl holds events and
 control commands in arrival order, and an event's position is its 0-based line number.
@@ -7,7 +7,7 @@ stops the run with a `BadInput` naming the file and line, and nothing is written
 outputs are written to temporary files beside their targets and renamed into place only
 when the whole run succeeded.
 
-Decisions where DESIGN is silent:
+Decisions where docs/semantics.md is silent:
 
 - The events file is read twice: first to check every line and infer the stream
   schemas (queries are compiled against them), then to run. So a bad event line fails

@@ -1,4 +1,4 @@
-"""`juggler eval` end to end (DESIGN section 5), on the bundled ICU example and on small
+"""`juggler eval` end to end (semantics section 5), on the bundled ICU example and on small
 bad inputs. The expected results of the example were computed by hand."""
 
 from __future__ import annotations

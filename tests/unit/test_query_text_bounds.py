@@ -1,4 +1,4 @@
-"""No query text can stop or stall the worker (DESIGN section 2: errors are user errors).
+"""No query text can stop or stall the worker (semantics section 2: errors are user errors).
 
 Every text submitted on the control topic either compiles into a query that serializes,
 or raises a `QueryError` naming the clause, line and column -- within a bounded time,

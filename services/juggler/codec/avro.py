@@ -1,4 +1,4 @@
-"""Avro on Kafka: the stream, control, result and dead-letter records of DESIGN section 7.
+"""Avro on Kafka: the stream, control, result and dead-letter records of semantics section 7.
 
 Why this module: every Kafka-facing part (the worker, the `juggler query` commands,
 producers, tests) must agree byte for byte on how a record is written and on what a
@@ -396,7 +396,7 @@ class Codec:
         """Validate and write one record, framed.
 
         With a registry, the schema is registered under `<topic>-value`; `topic`
-        defaults to the record's topic of DESIGN section 7 (a stream's topic, the
+        defaults to the record's topic of semantics section 7 (a stream's topic, the
         control topics, `juggler.results.<record["query"]>`, the dead-letter topic).
         Raises `SchemaViolation` for a record that does not fit the schema.
 
@@ -685,7 +685,7 @@ def _default_topic(schema: _Schema, record: Mapping[str, Any]) -> str:
 
 
 def _check_finite(schema: _Schema, record: Any) -> None:
-    """Numbers must be finite (DESIGN section 1): NaN never compares, and +-inf is not
+    """Numbers must be finite (semantics section 1): NaN never compares, and +-inf is not
     an event value anyone means."""
     if schema.stream is not None and isinstance(record, dict):  # flat: fast path
         items: Iterable[tuple[Any, Any]] = record.items()

@@ -1,10 +1,10 @@
 """JSON lines in: events, control commands and queries, checked against stream schemas.
 
-The offline evaluator (DESIGN section 5) reads these files; the Kafka side can reuse the
+The offline evaluator (semantics section 5) reads these files; the Kafka side can reuse the
 value checks and `StreamSchema`. Every check raises `InputError` with a message meant
 for the person who wrote the file; the caller adds the file name and line number.
 
-Decisions where DESIGN is silent:
+Decisions where docs/semantics.md is silent:
 
 - Lines holding only whitespace are skipped (they still count as positions).
 - A JSON object with a repeated member name, or with a member this format does not
@@ -127,7 +127,7 @@ def parse_query_line(value: Any) -> QueryLine:
 
 
 def parse_event_line(value: Any) -> EventRecord | RegisterCommand | DeregisterCommand:
-    """An events.jsonl line: an event, or a `control` command (DESIGN section 5)."""
+    """An events.jsonl line: an event, or a `control` command (semantics section 5)."""
     if isinstance(value, dict) and "control" in value:
         return parse_command(value)
     obj = _object(value, "an event", required=("stream", "key", "ts", "data"), optional=())

@@ -13,7 +13,7 @@ alike; the operator reads the latter's values without a Python object per column
 
 The operator assumes what every driver gives it: within a stream, positions grow
 with arrival (line numbers offline, offsets of one partition on Kafka), so results
-are ordered by arrival where DESIGN orders them by position.
+are ordered by arrival where docs/semantics.md orders them by position.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from .shapes import parse
 
 @dataclass(frozen=True)
 class Limits:
-    """Configurable bounds that reject oversized queries with a clear error (DESIGN section 2).
+    """Configurable bounds that reject oversized queries with a clear error (semantics section 2).
 
     Each is checked before the work it bounds, so no query text stalls the worker:
 

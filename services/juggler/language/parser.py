@@ -50,7 +50,7 @@ class Span:
 
 @dataclass(frozen=True)
 class NumberLit:
-    """A numeric literal, already the exact value DESIGN section 2 assigns to its text."""
+    """A numeric literal, already the exact value semantics section 2 assigns to its text."""
 
     value: Fraction
     span: Span
@@ -275,7 +275,7 @@ def _exponent(text: str) -> int:
 
 
 def number_value(literal: str) -> Fraction:
-    """The exact value of a numeric literal (DESIGN section 2), or `LiteralError`.
+    """The exact value of a numeric literal (semantics section 2), or `LiteralError`.
 
     Integer literals are exact integers below 2^MAX_CONSTANT_BITS. Decimals and
     exponents are the double nearest to their text, because that is the value a user's
@@ -305,7 +305,7 @@ which is quadratic in the digits and refuses more than 4,300."""
 
 
 def _integer(literal: str) -> int:
-    """An integer literal's exact value (DESIGN section 2: every int64 compares exactly)."""
+    """An integer literal's exact value (semantics section 2: every int64 compares exactly)."""
     digits = literal.lstrip("0") or "0"
     value = int(digits) if len(digits) <= _INTEGER_DIGITS else None
     if value is None or value.bit_length() > MAX_CONSTANT_BITS:

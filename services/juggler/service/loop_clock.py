@@ -17,7 +17,7 @@ from time import perf_counter, thread_time
 PHASES = {
     "poll": "waiting for and taking records from the consumer",
     "decode": "routing fetched records to their tasks and decoding them",
-    "order": "taking records in arrival order (DESIGN 4a)",
+    "order": "taking records in arrival order (semantics 4a)",
     "evaluate": "the operator (one native call per batch of events)",
     "publish": "results, dead letters and held-event references into the round's "
                "transaction",

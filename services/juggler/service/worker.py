@@ -531,7 +531,7 @@ class JugglerWorker(Job):
 
     def _clear(self) -> None:
         """Clear the records fetched so far once no command can be accepted with a
-        barrier below them that a task has not seen (DESIGN 4a): every control record
+        barrier below them that a task has not seen (semantics 4a): every control record
         up to the control log's end is decided and committed (the group's committed
         control offset reached it), and each task has fetched its fanout partition up to
         where it ended after that.

@@ -1,6 +1,6 @@
 """The event archive: recorded events as files, one directory per stream.
 
-Layout (the decision DESIGN leaves open; docs/spark.md): `ARCHIVE/<S>/` holds the
+Layout (the decision docs/semantics.md leaves open; docs/spark.md): `ARCHIVE/<S>/` holds the
 events of stream `S` as Parquet (`*.parquet`) or Avro container files (`*.avro`), with
 the columns
 
@@ -8,7 +8,7 @@ the columns
 
 `position` is the event's place in the archive's **arrival order**, 0-based and
 unique across all streams: the order the events entered, which decides lateness
-(DESIGN 3) and which `sources` name (DESIGN 5: `juggler eval`'s line numbers). An
+(semantics 3) and which `sources` name (semantics 5: `juggler eval`'s line numbers). An
 archive made from an events file (`import_events`) has position = line number - 1, so
 `juggler spark backfill` and `juggler eval` name the same events the same way.
 Data columns have the Spark types of the stream's Avro fields (`schemas/`), so an
