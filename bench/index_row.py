@@ -1,8 +1,8 @@
 """Per-result cost of the results index's `_row` (a `juggler.Result` message -> the
 row with the JSON text the HTTP API serves), without Kafka.
 
-Why: `_row` was most of the indexing process's CPU on workload K before it wrote
-a worker's result in Rust (docs/benchmarks.md, "Issue 13, session 10").
+Why: `_row` is the indexing process's work per result, and it must keep up with a
+worker's results on workload K (docs/benchmarks.md).
 The results are shaped like K's (a join of two streams, a four-column row); the
 median of several runs is printed in microseconds per result.
 

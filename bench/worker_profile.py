@@ -1,5 +1,5 @@
-"""Where a worker's time goes, read from its own metrics and /proc (issue 13: "if a
-target is missed, report the profile that says where the time goes").
+"""Where a worker's time goes, read from its own metrics and /proc, so that a
+missed target comes with the profile that says where the time goes.
 
 A snapshot before and one after a measured stretch (a backlog, a live run); their
 difference gives

@@ -23,7 +23,7 @@ PEERS: dict[str, tuple[Runner, frozenset[str]]] = {
     "esper": (esper.run, frozenset({"S", "J"})),
     "flink": (flink.run, frozenset({"J"})),
 }
-"""Each peer and the workloads it runs (issue 10: Esper on S and J, Flink SQL on J)."""
+"""Each peer and the workloads it runs (Esper on S and J, Flink SQL on J)."""
 
 
 @dataclass(frozen=True)

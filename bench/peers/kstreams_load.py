@@ -388,7 +388,7 @@ def render(out: dict[str, Any], info: dict[str, Any], command: str) -> str:
     plan: KPlan = out["plan"]
     rows = summary(out)
     lines = [
-        "## Peers: Kafka Streams on workload K (issue 26, item 4)", "",
+        "## Peers: Kafka Streams on workload K", "",
         "```",
         "python -m bench.peers --peers kstreams     # K: n=10,100, 20,000 events, 3 repeats",
         "python -m bench.peers --peers kstreams --k-sizes 10 --k-events 5000 --repeats 1",
@@ -503,7 +503,7 @@ def verdict(out: dict[str, Any], rows: dict[int, dict[str, float]]) -> list[str]
            "p99": p99 is not None and p99[0] < p99[1]}
     word = {True: "**met**", False: "**not met**"}
     lines = [
-        f"Targets (issue 26, at {n} queries): throughput 20x Kafka Streams' or more: "
+        f"Targets (at {n} queries): throughput 20x Kafka Streams' or more: "
         f"{r['rate_ratio']:.1f}x, {word[met['throughput']]}; memory at most 0.2x: "
         f"{r['mem_ratio']:.2f}x, {word[met['memory']]}; p99 lower: "
         + (f"{_ms(p99[0])} against {_ms(p99[1])} ms, {word[met['p99']]}." if p99 else

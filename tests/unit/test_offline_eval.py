@@ -295,7 +295,7 @@ def test_explicit_avro_schemas(small):
                      "B.avsc", "'temp'", "not supported")
 
 
-# -- a query over a stream with no events and no schema (issue 12 item 6) --------------
+# -- a query over a stream with no events and no schema --------------
 
 
 def typo_input(small) -> None:

@@ -1,4 +1,4 @@
-"""The Juggler operator with its state and per-event path in Rust (issue 10).
+"""The Juggler operator with its state and per-event path in Rust.
 
 Python keeps the language: this module compiles each query into the tuples
 `juggler_native.Operator.register` takes, computing every threshold exactly here

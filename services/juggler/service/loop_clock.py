@@ -1,4 +1,4 @@
-"""Where the worker's main loop spends its time, by phase (issue 13's profile).
+"""Where the worker's main loop spends its time, by phase.
 
 The loop runs one thing at a time, so its wall time splits into phases without
 overlap: the loop says which phase it enters, and the time since the last switch goes

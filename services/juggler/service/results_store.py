@@ -9,7 +9,7 @@ SQLite table keyed by (query, topic, partition, offset), with the offsets indexe
 far in the same transaction. A page is one indexed range scan per partition, so a read
 costs the same whether a topic holds ten results or ten million, and many readers do
 not slow the worker (SQLite in WAL mode: readers never wait for the writer). Cursors
-are the same as before: per partition of the query's topic, the next offset to read.
+hold, per partition of the query's topic, the next offset to read.
 
 Each result is kept as the JSON text the API sends, so a page is a concatenation of
 rows (`results_api.page_body`), with nothing decoded or encoded per request. A
