@@ -236,6 +236,33 @@ def topics_apply(bootstrap: str, partitions: int | None, specs_dir: Path | None,
         raise SystemExit(1)
 
 
+@main.group("group")
+def group_group() -> None:
+    """A worker group (app id) as a whole."""
+
+
+@group_group.command("reset-settings")
+@kafka_options
+@app_id_option
+@topic_prefix_option
+@timeout_option
+def group_reset_settings(bootstrap: str, app_id: str, topic_prefix: str,
+                         timeout: float) -> None:
+    """Let the next worker to start set the group's settings (lateness, retention,
+    partitions, schemas...): run it with every worker of the group stopped, then start
+    the workers with their new settings (docs/worker.md, "One group, one set of
+    settings"). Exit status 1 while the group has live members.
+    """
+    from juggler.control.client import ControlError
+    from juggler.service.settings_log import reset
+
+    try:
+        reset(bootstrap, topic_prefix, app_id, timeout)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"settings of group {app_id!r} reset: the next worker to start sets them")
+
+
 @main.group("query")
 def query_group() -> None:
     """Register, deregister and inspect queries on the control topic."""

@@ -13,7 +13,8 @@ writing the worker's topics, in the worker's records. Faust's vocabulary, thinly
 - pages on Faust's web port: `/health`, `/metrics` (the worker's names), `/queries`, and
   `/queries/<id>/results?after=<cursor>` from the results index the worker uses.
 
-A Faust app and a worker must not share an app id: they would join one consumer group.
+A Faust app and a worker must not share an app id: they would join one consumer group
+(the settings check refuses the second, `service.settings_log`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from juggler.service.metrics import CONTENT_TYPE
 from juggler.service.job import FAILURE_EXIT
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
+from juggler.service.settings_log import REFUSED_EXIT, agree
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,13 @@ names = job.names
 if job.client_config["security.protocol"] != "PLAINTEXT":
     raise SystemExit("the Faust runtime connects with PLAINTEXT only; run `juggler worker` "
                      "(the default runtime) against a secured cluster (docs/faust.md)")
+# before the app exists, so a member whose settings differ never joins the group; it
+# stops (as a Kafka Streams instance with a bad configuration does) rather than wait
+# refused as the worker does: Faust's web port starts with the app
+_refusal = agree(job, job.group_settings(), job.instance)
+if _refusal is not None:
+    log.critical("%s; exiting with status %d", _refusal, REFUSED_EXIT)
+    raise SystemExit(REFUSED_EXIT)
 
 
 def _broker_settings(s: Settings) -> dict[str, Any]:

@@ -11,6 +11,8 @@ reaches into a runtime.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +24,7 @@ from juggler.language import compile_query
 from juggler.language.model import Query
 from juggler.service.arrival import ArrivalOrder, IdleEstimate
 from juggler.service.deadletters import DeadLetters
+from juggler.service.group_settings import GroupSettings
 from juggler.service.loop_clock import LoopClock
 from juggler.service.restore import read_originals
 from juggler.service.settings import Settings
@@ -111,6 +114,15 @@ class Job:
         self._result_headers: dict[str, bytes] = {}
         self._compiled: dict[tuple[str, str], Query] = {}
         self._fanout: dict[bytes, dict[str, Any]] = {}
+
+    @property
+    def instance(self) -> str:
+        """This process's name in the group (`Settings.instance_id`, else host-pid)."""
+        return self.settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+
+    def group_settings(self) -> GroupSettings:
+        """What this runtime's results depend on, to compare with its group's."""
+        return GroupSettings.of(self.settings, self.partitions, self.codec)
 
     def arrival_order(self) -> ArrivalOrder:
         """A task's order of taking records: the worker's, which never overtakes a record

@@ -33,6 +33,10 @@ class TopicNames:
         return self.prefix + names.STATE
 
     @property
+    def settings(self) -> str:
+        return self.prefix + names.SETTINGS
+
+    @property
     def deadletter(self) -> str:
         return self.prefix + names.DEADLETTER
 

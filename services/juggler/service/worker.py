@@ -25,7 +25,6 @@ import gc
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -93,6 +92,8 @@ class JugglerWorker(Job):
         self._fault: tuple[float, str] | None = None
         """(since when, what) of the Kafka failure the worker is recovering from, until
         its tasks are restored again."""
+        self._refused: str | None = None
+        """Why this worker stays out of its group (`_await_agreement`), until it joins."""
         self._backoff = Backoff()
         self._outages = 0
         """`ClientLog.outages` when the admin client was last made (`renew_admin`)."""
@@ -154,7 +155,8 @@ class JugglerWorker(Job):
                  server.port, " (bearer token required)" if self.settings.web_token else "",
                  self.partitions, self.settings.app_id)
         try:
-            self._supervise()
+            if self._await_agreement():
+                self._supervise()
         except Exception as exc:
             log.critical("worker failed: %s; exiting with status %d", exc, FAILURE_EXIT,
                          exc_info=True)
@@ -164,6 +166,31 @@ class JugglerWorker(Job):
             os._exit(FAILURE_EXIT)
         self.results_store.stop()
         log.info("worker stopped")
+
+    def _await_agreement(self) -> bool:
+        """Join the group only with its settings (`settings_log`): until this worker's
+        are the group's, it takes no partition, says why in its log and on `/health`,
+        and reads the group's again every `RECHECK_EVERY` seconds (an operator may reset
+        them meanwhile). True once they agree; False if stopped first."""
+        from juggler.control.client import ControlError
+        from juggler.service import settings_log
+
+        mine = self.group_settings()
+        while not self._stop.is_set():
+            try:
+                reason, level = settings_log.agree(self, mine, self.instance), logging.ERROR
+            except (KafkaException, ControlError) as exc:
+                reason = f"cannot read the group's settings from {self.names.settings}: " \
+                         f"{exc}; asking again"
+                level = logging.WARNING
+            if reason is None:
+                self._refused = None
+                return True
+            if reason != self._refused:
+                log.log(level, "%s", reason)
+            self._refused = reason
+            self._stop.wait(settings_log.RECHECK_EVERY)
+        return False
 
     def _supervise(self) -> None:
         """Run the loop until stopped. When Kafka fails under it in a way the worker can
@@ -235,6 +262,8 @@ class JugglerWorker(Job):
 
     def unavailable(self) -> str | None:
         """Why the worker cannot commit or restore now, as `/health` says it, or None."""
+        if self._refused is not None:
+            return self._refused
         down = super().unavailable()
         if down is not None or self._fault is None:
             return down
@@ -248,8 +277,8 @@ class JugglerWorker(Job):
         from juggler.service.transactions import Transactions
 
         settings = self.settings
-        instance = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-        self.transactions = Transactions(self.client_config, f"{settings.app_id}-{instance}",
+        self.transactions = Transactions(self.client_config,
+                                         f"{settings.app_id}-{self.instance}",
                                          self.max_record_bytes, self.metrics.transaction_done)
         self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0),
                                         self.metrics.clearance.observe)
