@@ -1,4 +1,4 @@
-"""Workload K: the worker through a real broker (BENCHMARKS.md, "K: through Kafka").
+"""Workload K: the worker through a real broker (docs/workloads.md, "K: through Kafka").
 
     python -m bench.kafka_load [--events 100000] [--repeats 3] [--latency-seconds 20] [--out docs/benchmarks.md]
 
@@ -594,8 +594,8 @@ def _produce(bootstrap: str, prefix: str, events: list[Any], where: list[Any] | 
     `perf_counter` time when the transaction committed. With `where` (a list as long
     as `events`): each event's (topic, partition, offset) is put at its index.
 
-    Why one transaction: BENCHMARKS.md's K times a backlog "produced to the broker
-    beforehand", and the worker reads read_committed, so the whole backlog becomes
+    Why one transaction: workload K (docs/workloads.md) times a backlog produced to the
+    broker beforehand, and the worker reads read_committed, so the whole backlog becomes
     readable at once when the transaction commits, and the worker's time starts there.
     Producing while the worker ran timed the producer too (0.6 s of 3.4 s for 20,000
     events), and the worker, fetching a backlog still being written, could take nothing
