@@ -6,7 +6,7 @@ writing the worker's topics, in the worker's records. Faust's vocabulary, thinly
 - agent `events` over every stream topic and the fanout topic (co-partitioned): each
   record goes to its partition's task (`FaustJob.stream_record`);
 - agent `commands` over the control topic: REGISTER / DEREGISTER decided, statuses and
-  one fanout copy per partition published (`FaustJob.control_record`);
+  one fanout copy per partition published (`FaustJob.control_records`);
 - table `state`: each partition's WES/JES state (`juggler.faust.state_table`), and table
   `registered`: the accepted queries, both changelog-backed and restored by Faust;
 - a task running `FaustJob.pump`, which evaluates and publishes;
@@ -101,6 +101,11 @@ inputs = app.topic(*(names.stream(s) for s in job.streams), names.fanout,
                    key_serializer="raw", value_serializer="raw", partitions=job.partitions)
 control = app.topic(names.control, key_serializer="raw", value_serializer="raw",
                     partitions=1)
+COMMAND_WAIT = 0.05
+"""Seconds the control agent waits for a burst of commands to fill a batch (up to
+`batch_max`, as the worker's fetch) before deciding what it has: a burst is decided,
+published and written to the accepted set a batch at a time, and a lone command waits
+this much longer."""
 
 
 job.highwater = lambda topic, partition: app.consumer.highwater(TP(topic, partition))
@@ -116,8 +121,8 @@ async def events(stream: faust.StreamT) -> None:
 
 @app.agent(control)
 async def commands(stream: faust.StreamT) -> None:
-    async for event in stream.noack().events():
-        await job.control_record(event)
+    async for events in stream.noack().take_events(settings.batch_max, within=COMMAND_WAIT):
+        await job.control_records(events)
 
 
 @app.task
