@@ -127,3 +127,47 @@ def test_a_faust_app_in_a_workers_group_stops_and_says_why(kafka_bootstrap: str,
     finally:
         faust.stop()
         worker.stop()
+
+
+def test_workers_starting_at_once_agree_on_one_claim(kafka_bootstrap: str) -> None:
+    """Four members of one group claim the group's settings at the same moment, each with
+    another lateness: exactly one finds its own settings are the group's, and the other
+    three are refused in favour of that one (each read past its own claim)."""
+    import threading
+    from types import SimpleNamespace
+
+    from confluent_kafka.admin import AdminClient
+
+    from juggler.codec.avro import Codec
+    from juggler.kafka.client_config import client_config
+    from juggler.kafka.topics import apply_topics
+    from juggler.service.group_settings import GroupSettings
+    from juggler.service.settings import Settings
+    from juggler.service.settings_log import agree
+    from juggler.service.topic_names import TopicNames
+
+    app_id = unique("gc")
+    prefix = f"{app_id}."
+    assert apply_topics(kafka_bootstrap, partitions=2, prefix=prefix).ok
+    codec, start = Codec(), threading.Barrier(4)
+    outcome: dict[str, str | None] = {}
+
+    def member(instance: str, lateness: int) -> None:
+        settings = Settings(bootstrap=kafka_bootstrap, app_id=app_id, allowed_lateness=lateness)
+        job = SimpleNamespace(settings=settings, names=TopicNames(prefix),
+                              admin=AdminClient(client_config(kafka_bootstrap)),
+                              client_config=client_config(kafka_bootstrap))
+        mine = GroupSettings.of(settings, 2, codec)
+        start.wait()
+        outcome[instance] = agree(job, mine, instance)
+
+    threads = [threading.Thread(target=member, args=(f"m{i}", i * 1000)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(outcome) == 4, outcome
+    [winner] = [instance for instance, refusal in outcome.items() if refusal is None]
+    for instance, refusal in outcome.items():
+        if instance != winner:
+            assert refusal is not None and f"set by {winner} at" in refusal, refusal
