@@ -643,6 +643,7 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
     """The whole service on this machine: a local Kafka broker, the topics, a worker,
     the ICU queries registered, simulated vitals produced in real time, and each
     query's results printed as they are committed."""
+    from juggler.control.client import ControlError
     from juggler.demo.run import DemoOptions, run
     from juggler.kafka.client_config import Security
 
@@ -653,7 +654,10 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
                           show=show, bootstrap=bootstrap,
                           **({"queries": queries} if queries else {}),
                           **({"runtime": runtime} if runtime else {}))
-    run(options)
+    try:
+        run(options)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 from juggler.spark.cli import spark  # noqa: E402  (after main: the group attaches to it)

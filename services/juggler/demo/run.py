@@ -84,6 +84,7 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
     from juggler.kafka.broker import LocalBroker, free_port
     from juggler.kafka.topics import apply_topics
     from juggler.service.process import WorkerProcess
+    from juggler.service.settings_log import reset
 
     say = _printer(out)
     queries = load_queries(options.queries)
@@ -97,6 +98,9 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
             say(f"Kafka ready on {bootstrap} in {time.monotonic() - t0:.1f} s")
         report = apply_topics(bootstrap)
         say(f"topics: {len(report.created)} created, {len(report.unchanged)} already there")
+        # each run is a fresh demo, its runtime and lateness this run's: the demo's group
+        # takes them (refused while another demo's worker is in the group)
+        reset(bootstrap, "", APP_ID, timeout=30)
         t0 = time.monotonic()
         worker = WorkerProcess({"bootstrap": bootstrap, "app_id": APP_ID,
                                 "web_port": free_port(), "web_host": "127.0.0.1",

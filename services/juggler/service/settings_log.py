@@ -79,19 +79,36 @@ def refusal(app_id: str, mine: GroupSettings, claim: Claim) -> str:
 def reset(bootstrap: str, prefix: str, app_id: str, timeout: float) -> None:
     """Let the next member to start set the group's settings: refused while the group
     has members (they run with the settings being replaced). Raises `ControlError`."""
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(client_config(bootstrap, log_level=0))
-    try:
-        group = admin.describe_consumer_groups([app_id], request_timeout=timeout)[app_id].result()
-    except KafkaException as exc:
-        raise ControlError(f"cannot describe group {app_id!r}: {exc.args[0].str()}") from None
-    if group.members:
-        hosts = ", ".join(sorted(f"{m.client_id}@{m.host}" for m in group.members))
-        raise ControlError(f"group {app_id!r} has {len(group.members)} live member(s) ({hosts}): "
+    members = _members(admin, app_id, timeout)
+    if members:
+        hosts = ", ".join(sorted(f"{m.client_id}@{m.host}" for m in members))
+        raise ControlError(f"group {app_id!r} has {len(members)} live member(s) ({hosts}): "
                            f"stop every worker of the group first (a killed worker leaves it "
                            f"after its session timeout)")
     value = record(RESET, f"juggler group reset-settings on {socket.gethostname()}",
                    stamp(time.time()))
     produce(bootstrap, TopicNames(prefix).settings, [(app_id.encode(), value)], timeout)
+
+
+def _members(admin: Any, app_id: str, timeout: float) -> list[Any]:
+    """The group's live members (none for a group that does not exist), asked again
+    while the broker's group coordinator is still loading (a broker just started)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    busy = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+            KafkaError.NOT_COORDINATOR)
+    deadline = time.monotonic() + timeout
+    while True:
+        future = admin.describe_consumer_groups([app_id], request_timeout=timeout)[app_id]
+        try:
+            return list(future.result().members)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return []
+            if error.code() not in busy or time.monotonic() > deadline:
+                raise ControlError(f"cannot describe group {app_id!r}: {error.str()}") from None
+        time.sleep(0.2)
