@@ -13,7 +13,7 @@ stream partition (the worker's `max_idle_ms`, `idle_estimate`, `idle_margin_ms`;
 Faust runtime's `reorder_ms`), `max_record_bytes` (a larger result is published without
 its row), and every Avro schema's fingerprint with the codec's framing (what a result's
 bytes are and which events decode). Not in it: the evaluation `order` (every order
-returns the same results, README "How the operator shares work"), batch and buffer
+returns the same results, docs/architecture.md), batch and buffer
 sizes (semantics 4a), and where a worker listens or how it reaches Kafka.
 
 The group's record on the settings topic: the first claim after the last reset
