@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.bounded import result_budget
@@ -38,8 +39,8 @@ class BrokerlessJob(Job):
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
-        self._compiled = {}
-        self._fanout = {}
+        self._compiled = OrderedDict()
+        self._fanout = OrderedDict()
 
     def own_results_topic(self, query_id: str) -> None:
         pass

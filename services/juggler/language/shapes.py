@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import OrderedDict
 from dataclasses import replace
 from functools import cache
 from itertools import accumulate
@@ -52,8 +53,9 @@ class _Shape:
         self.ends = [end for _, end in regions]
 
 
-_shapes: dict[tuple[str, ...], _Shape | None] = {}
-"""Shape -> its parse, or None for a shape whose numbers are not its NUMBER tokens."""
+_shapes: OrderedDict[tuple[str, ...], _Shape | None] = OrderedDict()
+"""Shape -> its parse, or None for a shape whose numbers are not its NUMBER tokens;
+oldest first (an OrderedDict drops its first key in constant time, a dict does not)."""
 
 
 def parse(text: str, query_id: str = "?") -> SyntaxQuery:
@@ -70,7 +72,7 @@ def parse(text: str, query_id: str = "?") -> SyntaxQuery:
         numbers = sorted(_number_starts(syntax))
         _shapes[shape] = _Shape(syntax, regions) if numbers == [s for s, _ in regions] else None
         if len(_shapes) > SHAPES:
-            _shapes.pop(next(iter(_shapes)))
+            _shapes.popitem(last=False)
     return syntax
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
 
 from juggler.codec.avro import COMMAND, RESULT, Codec
@@ -112,8 +113,11 @@ class Job:
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
-        self._compiled: dict[tuple[str, str], Query] = {}
-        self._fanout: dict[bytes, dict[str, Any]] = {}
+        # oldest first; OrderedDicts because a dict whose first key is popped again and
+        # again finds its new first key ever slower (the holes stay in front until the
+        # dict is resized)
+        self._compiled: OrderedDict[tuple[str, str], Query] = OrderedDict()
+        self._fanout: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
 
     @property
     def instance(self) -> str:
@@ -156,7 +160,7 @@ class Job:
         if query is None:
             query = self._compiled[key] = compile_query(query_id, text, self.catalog)
             if len(self._compiled) > COMPILED_CACHE:
-                self._compiled.pop(next(iter(self._compiled)))
+                self._compiled.popitem(last=False)
         return query
 
     def fanout_command(self, value: bytes | None) -> dict[str, Any]:
@@ -169,7 +173,7 @@ class Job:
             command = self.codec.decode(COMMAND, value)
             self._fanout[value] = command
             if len(self._fanout) > FANOUT_CACHE:
-                self._fanout.pop(next(iter(self._fanout)))
+                self._fanout.popitem(last=False)
         return command
 
     def ensure_results_topic(self, query_id: str) -> None:
