@@ -133,9 +133,14 @@ def test_backlog_in_order_gives_evals_results_and_nothing_late(setup: Any) -> No
 
 
 @pytest.mark.parametrize("runtime", ["worker", "faust"])
-def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any) -> None:
+def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any, runtime: str
+                                                               ) -> None:
+    """On Faust, a record is on time only within the reorder buffer of its partition's
+    newest one: the buffer here is longer than a producer thread of this test can stall
+    on a loaded machine (its default of one second is not), so what is tested is that
+    the runtime's order loses nothing, not the test machine's scheduling."""
     client, worker, app = setup
-    worker().start()
+    worker(**({"reorder_ms": 5_000} if runtime == "faust" else {})).start()
     register_all(client, QUERIES)
     feed = events(1_200, keys=12, seed=2, start=0)
     t0 = time.time() * 1000 + 500
