@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -22,11 +21,9 @@ def juggler(*args: str) -> tuple[int, str]:
 
 def test_juggler_help_does_not_load_pyspark() -> None:
     code = "import sys, juggler.cli; print('pyspark' in sys.modules)"
-    started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
     assert out.strip() == "False"
-    assert time.monotonic() - started < 10
     code, text = juggler("--help")
     assert code == 0 and "generate" in text and "backfill" in text and "replay" in text
 
