@@ -82,7 +82,7 @@ class JugglerWorker(Job):
         self.metrics = WorkerMetrics(self)
         self.lock = RoundLock()
         """Held while a round changes the tasks (not while it waits, and handed over
-        between two tasks' batches); the HTTP pages take it to read them."""
+        between two batches of a task's run); the HTTP pages take it to read them."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
@@ -484,8 +484,8 @@ class JugglerWorker(Job):
         until: float | None = None
         busy = False
         for task in list(self.tasks.values()):
-            self.lock.pause()  # between two tasks' batches: a page waits for one at most
-            wait = task.run(outbox, counts, self.settings.batch_max, now)
+            self.lock.pause()  # between two tasks' batches; the task's run pauses within
+            wait = task.run(outbox, counts, self.settings.batch_max, now, self.lock.pause)
             if wait is None:
                 busy = True
                 continue
