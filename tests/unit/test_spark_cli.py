@@ -51,6 +51,11 @@ def test_juggler_help_does_not_load_pyspark() -> None:
      "may only contain letters"),
     (["backfill", "--query-id", "q", "--archive", ".", "--explain",
       "--text", "SELECT * FROM B, H WHERE B.temp > H.vib"], "MAXWINDOW"),
+    (["backfill", "--queries", __file__, "--query-id", "q", "--archive", ".", "--to-topic"],
+     "--queries FILE or --query-id ID, not both"),
+    (["backfill", "--text", "SELECT * FROM K", "--archive", ".", "--to-topic"],
+     "--text needs --query-id"),
+    (["backfill", "--reference", "--archive", ".", "--out", "x"], "give --query-id"),
 ])
 def test_bad_arguments_exit_2_with_a_message_and_no_spark(args: list[str], message: str) -> None:
     code, text = juggler(*args)
