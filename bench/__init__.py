@@ -1,4 +1,4 @@
-"""Juggler's benchmarks: the standard workloads S, J and D of /work/shared/BENCHMARKS.md.
+"""Juggler's benchmarks: the standard workloads S, J and D of docs/workloads.md.
 
     python -m bench.run [--quick] [--only S,J,D] [--repeats 3] [--out docs/benchmarks.md]
 

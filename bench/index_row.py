@@ -1,8 +1,8 @@
-"""Per-result cost of the results index's `_row` (a `juggler.Result` message -> the
+"""Per-result cost of the results index's `index_row` (a `juggler.Result` message -> the
 row with the JSON text the HTTP API serves), without Kafka.
 
-Why: `_row` was most of the indexing process's CPU on workload K before it wrote
-a worker's result in Rust (docs/benchmarks.md, "Issue 13, session 10").
+Why: `index_row` is the indexing process's work per result, and it must keep up with a
+worker's results on workload K (docs/benchmarks.md).
 The results are shaped like K's (a join of two streams, a four-column row); the
 median of several runs is printed in microseconds per result.
 
@@ -18,11 +18,11 @@ from typing import Any
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.kafka.names import QUERY_HEADER
-from juggler.service.results_store import _row
+from juggler.service.results_store import index_row
 
 
 class Message:
-    """What `_row` reads of a confluent_kafka message."""
+    """What `index_row` reads of a confluent_kafka message."""
 
     def __init__(self, value: bytes, query: str, offset: int) -> None:
         self._value, self._headers, self._offset = value, [(QUERY_HEADER, query.encode())], offset
@@ -68,9 +68,9 @@ def main() -> None:
     for _ in range(args.runs):
         start = time.perf_counter()
         for m in batch:
-            _row(m, codec, header)
+            index_row(m, codec, header)
         runs.append((time.perf_counter() - start) / len(batch) * 1e6)
-    print(f"_row: {statistics.median(runs):.2f} us per result (median of {args.runs} runs "
+    print(f"index_row: {statistics.median(runs):.2f} us per result (median of {args.runs} runs "
           f"of {args.n}; min {min(runs):.2f}, max {max(runs):.2f})")
 
 

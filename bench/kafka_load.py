@@ -1,4 +1,4 @@
-"""Workload K: the worker through a real broker (BENCHMARKS.md, "K: through Kafka").
+"""Workload K: the worker through a real broker (docs/workloads.md, "K: through Kafka").
 
     python -m bench.kafka_load [--events 100000] [--repeats 3] [--latency-seconds 20] [--out docs/benchmarks.md]
 
@@ -56,7 +56,7 @@ worker takes fewer records per round (each round asks the broker for a clearance
 commits a transaction), so it keeps up with less than its backlog rate."""
 KEPT_UP = 0.9
 """A producer rate is sustainable if the worker processed at least this fraction of it
-over the sweep's run (the rest: the last records' idle wait, DESIGN 4a, and noise)."""
+over the sweep's run (the rest: the last records' idle wait, semantics 4a, and noise)."""
 PLOT = "k_rates.png"
 """The sweep's plot, written beside the report."""
 LATENESS_MS = 0
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100_000,
                         help="events of workload J in the throughput runs: a backlog "
                              "long enough that the fixed waits of its first and last "
-                             "records (DESIGN 4a's idle wait, 0.5 s each) weigh little")
+                             "records (semantics 4a's idle wait, 0.5 s each) weigh little")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-seconds", type=float, default=20.0)
     parser.add_argument("--sweep-seconds", type=float, default=10.0,
@@ -421,7 +421,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     kept = None
     if committed is not None:
         # what the worker processed while the producer ran: timing to the commit of the
-        # last event instead counted the last records' idle wait (DESIGN 4a), up to a
+        # last event instead counted the last records' idle wait (semantics 4a), up to a
         # second, against the worker's rate
         produced = time.perf_counter() - t0
         with GroupProgress(bootstrap, committed) as progress:
@@ -594,12 +594,12 @@ def _produce(bootstrap: str, prefix: str, events: list[Any], where: list[Any] | 
     `perf_counter` time when the transaction committed. With `where` (a list as long
     as `events`): each event's (topic, partition, offset) is put at its index.
 
-    Why one transaction: BENCHMARKS.md's K times a backlog "produced to the broker
-    beforehand", and the worker reads read_committed, so the whole backlog becomes
+    Why one transaction: workload K (docs/workloads.md) times a backlog produced to the
+    broker beforehand, and the worker reads read_committed, so the whole backlog becomes
     readable at once when the transaction commits, and the worker's time starts there.
     Producing while the worker ran timed the producer too (0.6 s of 3.4 s for 20,000
     events), and the worker, fetching a backlog still being written, could take nothing
-    before every partition's log end stopped moving (DESIGN 4a)."""
+    before every partition's log end stopped moving (semantics 4a)."""
     from juggler.kafka.producer import EventProducer
 
     producer = EventProducer(bootstrap, prefix=prefix,

@@ -1,4 +1,4 @@
-"""Workload S through the worker with 100 and 10,000 queries registered (issue 11, item 5).
+"""Workload S through the worker with 100 and 10,000 queries registered.
 
     python -m bench.kafka_selection [--queries 100,10000] [--events 50000] [--keys 8] [--out docs/benchmarks.md]
 

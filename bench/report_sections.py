@@ -2,8 +2,7 @@
 
 `bench.run` regenerates the report as a whole; the Kafka and Spark benchmarks need a
 broker and take their own time, so they run separately and write a marked section
-that `bench.run` carries over. One report, as BENCHMARKS.md asks, whichever command
-ran last.
+that `bench.run` carries over: one report, whichever command ran last.
 """
 
 from __future__ import annotations

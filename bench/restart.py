@@ -1,4 +1,4 @@
-"""A worker restarted with many queries registered: start to ready (issue 11, item 2).
+"""A worker restarted with many queries registered: start to ready.
 
     python -m bench.restart [--queries 10000] [--repeats 3]
 

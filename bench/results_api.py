@@ -1,4 +1,4 @@
-"""The results API under concurrent readers (issue 11, item 3): p50 and p99 per request.
+"""The results API under concurrent readers: p50 and p99 per request.
 
     python -m bench.results_api [--readers 50] [--repeats 5] [--limit 50] [--keep-alive]
         [--processes 1]

@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only S,J,D] [--repeats 3] [--out docs/benchmarks.md]
                         [--peers esper,flink]
 
-Runs the standard workloads (/work/shared/BENCHMARKS.md) -- each measurement in a fresh
+Runs the standard workloads (docs/workloads.md) -- each measurement in a fresh
 subprocess (`bench.measure`) -- with the Juggler engine and the naive per-query
 baseline in the same run, prints the tables, writes the report (date, machine, commit,
 tables, targets) and draws the figures next to it. Reported numbers are MEDIANS over
@@ -576,8 +576,8 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         "in a fresh process; engine/naive ratios are taken per repeat between measurements "
         "made next to each other, then the median.",
         "",
-        "Workloads, seeded and regenerated identically for every run, are those of "
-        "`/work/shared/BENCHMARKS.md`; the generators are in `bench/workloads.py` and "
+        "Workloads, seeded and regenerated identically for every run, are those "
+        "[workloads.md](workloads.md) describes; the generators are in `bench/workloads.py` and "
         "`tests/unit/test_bench_smoke.py` checks that both engines return the same results "
         "on them. Queries are generated as text and compiled with "
         "`juggler.language.compile_query`; compile and registration time is not part of "

@@ -1,5 +1,5 @@
-"""Where a worker's time goes, read from its own metrics and /proc (issue 13: "if a
-target is missed, report the profile that says where the time goes").
+"""Where a worker's time goes, read from its own metrics and /proc, so that a
+missed target comes with the profile that says where the time goes.
 
 A snapshot before and one after a measured stretch (a backlog, a live run); their
 difference gives
@@ -8,7 +8,7 @@ difference gives
   `juggler_loop_cpu_seconds_total`, see `juggler.service.loop_clock`): what the loop
   spent its wall time on, and how much of it the loop's thread had a core;
 - its clearances (`juggler_clearance_seconds`: the broker round trips a fetched record
-  waits for before it may be taken, DESIGN 4a) and its transactions: how many, how
+  waits for before it may be taken, semantics 4a) and its transactions: how many, how
   long each took, and how long a round waited for the one in flight
   (`juggler_transaction_seconds`, `juggler_commit_queue_seconds`);
 - a result's age when its round was handed to the commit thread and when it was
@@ -112,7 +112,7 @@ def render(p: dict[str, Any]) -> list[str]:
     ready, done = h["juggler_handover_latency_seconds"], h["juggler_processing_latency_seconds"]
     lines += [
         "",
-        f"Clearances (DESIGN 4a; a fetched record waits for one): {c['count']:,.0f}, "
+        f"Clearances (semantics 4a; a fetched record waits for one): {c['count']:,.0f}, "
         f"{_ms(c['mean'])} on average (p50 {_ms(c['p50'])}, p99 {_ms(c['p99'])}). "
         f"Transactions: {t['count']:,.0f} ({t['count'] / seconds:.1f}/s), each "
         f"{_ms(t['mean'])} on average (p50 {_ms(t['p50'])}, p99 {_ms(t['p99'])}); a round "

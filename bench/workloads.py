@@ -1,4 +1,4 @@
-"""Seeded generators for the standard workloads S, J and D (/work/shared/BENCHMARKS.md).
+"""Seeded generators for the standard workloads S, J and D (docs/workloads.md).
 
 Every generator returns a `Workload`: the queries as TEXT (what a user registers; they
 are compiled with `juggler.language.compile_query`, like the service does) and a
@@ -151,7 +151,7 @@ J_TARGET = 0.02
 
 def _j_combinations() -> dict[str, list[tuple]]:
     """The space of predicate lists: a list is (stream(s), column(s), operator family,
-    factor) -- exactly what the engine shares one list between (DESIGN 6)."""
+    factor) -- exactly what the engine shares one list between (semantics 6)."""
     attr, join, window = [], [], []
     for stream in J_STREAMS:
         for column in J_CATALOG[stream]:

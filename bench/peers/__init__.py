@@ -1,4 +1,4 @@
-"""Peer engines beside Juggler in the same benchmark run (issue 10, item 5; issue 26).
+"""Peer engines beside Juggler in the same benchmark run.
 
     python -m bench.peers [--peers esper,flink] [--only S,J] [--out docs/benchmarks.md]
     python -m bench.run --peers esper,flink ...          # the same after the usual grid

@@ -17,7 +17,7 @@ fair to Esper:
   by the explicit `|s_i.ts - s_j.ts| <= d` terms, so the window's edge convention
   cannot change a result.
 - Esper joins only on a new event, against what the other windows hold, and emits the
-  insert stream: each combination once, when its last event arrives (DESIGN section 3).
+  insert stream: each combination once, when its last event arrives (semantics section 3).
 - Same key: an equality on the key between every pair of streams (hash-indexed by the
   join planner).
 - The selected columns are the source positions, in the order of the query's FROM, so

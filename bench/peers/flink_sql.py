@@ -14,7 +14,7 @@ job, the planner free to share sources between the INSERTs):
   bounds of every pair of streams make each join an event-time interval join, whose
   state Flink drops once the watermark passes the bound. `max(ts) - min(ts) <= d` is the
   same as every pair being within d of each other, so the bounds are MAXWINDOW exactly.
-- An interval join emits a combination when its last row arrives, once (DESIGN
+- An interval join emits a combination when its last row arrives, once (semantics
   section 3); the sink receives an append-only stream.
 - The other predicates are plain conditions on the columns and the BIGINT `ts`
   (`bench.peers.predicates`); literals are DOUBLE (`1.5E0`), not DECIMAL.

@@ -25,7 +25,7 @@ same records:
    topics, at half the lower of the two backlog rates (Kafka Streams', by far: at half
    the worker's own it never keeps up), p50/p99 from the produce call of a result's
    newest event to its arrival at a read_committed client (`kafka_load.measure_latency`).
-5. **Started idle** (DESIGN 4a): both running and idle on fresh topics, then the same
+5. **Started idle** (semantics 4a): both running and idle on fresh topics, then the same
    backlog from one producer per stream (`kafka_load.produce_per_stream`, each topic in
    its own burst); the results of each against `juggler eval`'s. Kafka Streams' joins
    drop a record that comes after its window closed by stream time, and stream time
@@ -388,7 +388,7 @@ def render(out: dict[str, Any], info: dict[str, Any], command: str) -> str:
     plan: KPlan = out["plan"]
     rows = summary(out)
     lines = [
-        "## Peers: Kafka Streams on workload K (issue 26, item 4)", "",
+        "## Peers: Kafka Streams on workload K", "",
         "```",
         "python -m bench.peers --peers kstreams     # K: n=10,100, 20,000 events, 3 repeats",
         "python -m bench.peers --peers kstreams --k-sizes 10 --k-events 5000 --repeats 1",
@@ -460,7 +460,7 @@ def render(out: dict[str, Any], info: dict[str, Any], command: str) -> str:
         lines.append("")
     if out["idle"]:
         lines += [
-            "**Started idle** (DESIGN 4a): the worker and Kafka Streams both running and "
+            "**Started idle** (semantics 4a): the worker and Kafka Streams both running and "
             "idle on fresh topics, then the same events from one producer per stream, each "
             "topic in its own burst (`kafka_load.produce_per_stream`: B's events in one "
             "transaction, committed, then H's, then T's), once at each engine's defaults "
@@ -503,7 +503,7 @@ def verdict(out: dict[str, Any], rows: dict[int, dict[str, float]]) -> list[str]
            "p99": p99 is not None and p99[0] < p99[1]}
     word = {True: "**met**", False: "**not met**"}
     lines = [
-        f"Targets (issue 26, at {n} queries): throughput 20x Kafka Streams' or more: "
+        f"Targets (at {n} queries): throughput 20x Kafka Streams' or more: "
         f"{r['rate_ratio']:.1f}x, {word[met['throughput']]}; memory at most 0.2x: "
         f"{r['mem_ratio']:.2f}x, {word[met['memory']]}; p99 lower: "
         + (f"{_ms(p99[0])} against {_ms(p99[1])} ms, {word[met['p99']]}." if p99 else
@@ -547,7 +547,7 @@ def verdict(out: dict[str, Any], rows: dict[int, dict[str, float]]) -> list[str]
             "`allowed_lateness` 0 every later event of the same key was then behind its "
             "key's newest and dead-lettered as late (counted and kept, not silent), where a "
             "Kafka Streams window still takes an event up to a window behind its stream "
-            "time, and Kafka Streams, slower, had run less far ahead. The contract (DESIGN "
+            "time, and Kafka Streams, slower, had run less far ahead. The contract (semantics "
             "4a) promises timestamp order only while no partition stays silent longer than "
             "`max_idle_ms`; a silence as long as a whole topic's upload needs a wait that "
             "long (or an `allowed_lateness` that long).")

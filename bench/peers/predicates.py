@@ -2,7 +2,7 @@
 
 Why from the compiled `Query` rather than from the query text: the text is Juggler's
 language, which neither peer parses, and the compiled form has already settled what
-each comparison means (DESIGN section 2). Why not just print the normalized constants:
+each comparison means (semantics section 2). Why not just print the normalized constants:
 a normalized constant is an exact rational, often not a double (`B.temp * 3 > 1` is
 `B.temp > 1/3`), and a peer compares doubles. So:
 

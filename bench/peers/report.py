@@ -97,7 +97,7 @@ def section(rows: list[dict], info: dict, command: str) -> str:
     plan = PeerPlan()  # the defaults, for the how-to
     repeats = 1 + max((r["repeat"] for r in rows), default=0)
     lines = [
-        "## Peers: Esper and Flink SQL on the same files (issue 10, item 5)", "",
+        "## Peers: Esper and Flink SQL on the same files", "",
         "```",
         f"python -m bench.peers                       # S n={_sizes(plan.s_sizes)} "
         f"({plan.s_events:,} events), J and J-forms n={_sizes(plan.j_sizes)} ({plan.j_events:,})",

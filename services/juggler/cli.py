@@ -17,7 +17,7 @@ ORDERS = ("adaptive", *("".join(p) for p in itertools.permutations("AJW")))
 """`--order`: adaptive, or a static order of the Attribute/Join/Window predicate types."""
 
 BAD_INPUT = 2
-"""Exit status for bad input (DESIGN section 5), the same as click's usage errors."""
+"""Exit status for bad input (semantics section 5), the same as click's usage errors."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -234,6 +234,33 @@ def topics_apply(bootstrap: str, partitions: int | None, specs_dir: Path | None,
     click.echo(str(report))
     if not report.ok:
         raise SystemExit(1)
+
+
+@main.group("group")
+def group_group() -> None:
+    """A worker group (app id) as a whole."""
+
+
+@group_group.command("reset-settings")
+@kafka_options
+@app_id_option
+@topic_prefix_option
+@timeout_option
+def group_reset_settings(bootstrap: str, app_id: str, topic_prefix: str,
+                         timeout: float) -> None:
+    """Let the next worker to start set the group's settings (lateness, retention,
+    partitions, schemas...): run it with every worker of the group stopped, then start
+    the workers with their new settings (docs/worker.md, "One group, one set of
+    settings"). Exit status 1 while the group has live members.
+    """
+    from juggler.control.client import ControlError
+    from juggler.service.settings_log import reset
+
+    try:
+        reset(bootstrap, topic_prefix, app_id, timeout)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"settings of group {app_id!r} reset: the next worker to start sets them")
 
 
 @main.group("query")
@@ -616,6 +643,7 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
     """The whole service on this machine: a local Kafka broker, the topics, a worker,
     the ICU queries registered, simulated vitals produced in real time, and each
     query's results printed as they are committed."""
+    from juggler.control.client import ControlError
     from juggler.demo.run import DemoOptions, run
     from juggler.kafka.client_config import Security
 
@@ -626,7 +654,10 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
                           show=show, bootstrap=bootstrap,
                           **({"queries": queries} if queries else {}),
                           **({"runtime": runtime} if runtime else {}))
-    run(options)
+    try:
+        run(options)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 from juggler.spark.cli import spark  # noqa: E402  (after main: the group attaches to it)

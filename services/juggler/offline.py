@@ -1,4 +1,4 @@
-"""`juggler eval`: run an engine over files, with no Kafka (DESIGN section 5).
+"""`juggler eval`: run an engine over files, with no Kafka (semantics section 5).
 
 queries.jsonl is registered before the first event; events.jsonl holds events and
 control commands in arrival order, and an event's position is its 0-based line number.
@@ -7,7 +7,7 @@ stops the run with a `BadInput` naming the file and line, and nothing is written
 outputs are written to temporary files beside their targets and renamed into place only
 when the whole run succeeded.
 
-Decisions where DESIGN is silent:
+Decisions where docs/semantics.md is silent:
 
 - The events file is read twice: first to check every line and infer the stream
   schemas (queries are compiled against them), then to run. So a bad event line fails
@@ -34,7 +34,8 @@ import tempfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from collections.abc import Iterable, Sequence
+from typing import IO, Any, Callable, Iterator, TypeVar
 
 from juggler.codec.avro import load_avro_schemas
 from juggler.codec.jsonl import (DeregisterCommand, EventRecord, InputError,
@@ -61,6 +62,9 @@ class EngineUnavailable(Exception):
 
 _BATCH = 1024
 """Events evaluated per call: one crossing into the native operator per batch."""
+
+Command = RegisterCommand | DeregisterCommand
+Tag = TypeVar("Tag")
 
 
 @dataclass
@@ -132,41 +136,64 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
                 results_file.write(jsonl_line(result.to_json()))
             summary.results += len(results)
 
-        batch: list[tuple[int, EventRecord, Event]] = []
-
-        def flush() -> None:
-            """Evaluate the events read since the last command, in one batch."""
-            outcomes = process_batch(runner, [event for _, _, event in batch])
-            for (line, record, _), outcome in zip(batch, outcomes):
-                if isinstance(outcome, LateEvent):
-                    summary.late += 1
-                    if dead_file is not None:
-                        dead_file.write(jsonl_line({"line": line, "position": line - 1,
-                                                    "reason": outcome.reason,
-                                                    "event": record.raw}))
+        def arrivals() -> Iterator[tuple[tuple[int, Any], Event | Command]]:
+            for line, record in read_checked(events, parse_event_line):
+                if isinstance(record, EventRecord):
+                    data = conform(schemas, events, line, record)
+                    yield (line, record), Event(record.stream, record.key, record.ts, data,
+                                                position=line - 1)
                 else:
-                    emit(outcome)
-            batch.clear()
+                    yield (line, record), record
 
-        for line, record in read_checked(events, parse_event_line):
+        def command(tag: tuple[int, Any], record: Command) -> list[Result]:
+            line = tag[0]
+            if isinstance(record, RegisterCommand):
+                return register(events, line, record.id, record.text, record.history)
+            try:
+                runner.deregister(record.id)
+            except RegistrationError as exc:
+                raise BadInput(events, line, str(exc)) from None
+            return []
+
+        for (line, record), outcome in feed(runner, arrivals(), command):
             if isinstance(record, EventRecord):
                 summary.events += 1
-                data = conform(schemas, events, line, record)
-                batch.append((line, record, Event(record.stream, record.key, record.ts, data,
-                                                  position=line - 1)))
-                if len(batch) >= _BATCH:
-                    flush()
-                continue
-            flush()
-            if isinstance(record, RegisterCommand):
-                emit(register(events, line, record.id, record.text, record.history))
-            elif isinstance(record, DeregisterCommand):
-                try:
-                    runner.deregister(record.id)
-                except RegistrationError as exc:
-                    raise BadInput(events, line, str(exc)) from None
-        flush()
+            if isinstance(outcome, LateEvent):
+                summary.late += 1
+                if dead_file is not None:
+                    dead_file.write(jsonl_line({"line": line, "position": line - 1,
+                                                "reason": outcome.reason,
+                                                "event": record.raw}))
+            else:
+                emit(list(outcome))
     return summary
+
+
+def feed(runner: QueryEngine, arrivals: Iterable[tuple[Tag, Event | Command]],
+         command: Callable[[Tag, Command], Sequence[Result]]
+         ) -> Iterator[tuple[Tag, Sequence[Result] | LateEvent]]:
+    """Drive `runner` over events and control commands in arrival order: each
+    arrival's tag with its results (or its LateEvent). Events between two commands go
+    to the operator in batches of `_BATCH` (one crossing into Rust per batch); a
+    command is applied by `command`, after every event before it. `juggler eval` and
+    the Spark backfill's partitions both run their engines through this, so the two
+    cannot drift apart."""
+    batch: list[tuple[Tag, Event]] = []
+
+    def flush() -> Iterator[tuple[Tag, Sequence[Result] | LateEvent]]:
+        outcomes = process_batch(runner, [event for _, event in batch])
+        yield from zip([tag for tag, _ in batch], outcomes)
+        batch.clear()
+
+    for tag, arrival in arrivals:
+        if isinstance(arrival, Event):
+            batch.append((tag, arrival))
+            if len(batch) >= _BATCH:
+                yield from flush()
+            continue
+        yield from flush()
+        yield tag, command(tag, arrival)
+    yield from flush()
 
 
 def read_checked(path: Path, parse: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:

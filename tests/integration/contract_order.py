@@ -1,4 +1,4 @@
-"""The results DESIGN 4a expects from what the topics hold, computed without the worker.
+"""The results semantics 4a expects from what the topics hold, computed without the worker.
 
 Per partition p: read every stream record of partition p and p's fanout records (the
 accepted commands with their barriers); cut p's records into segments at the barriers'

@@ -159,7 +159,7 @@ def _read_committed(bootstrap: str, topic: str, count: int) -> list[bytes]:
 
 
 def test_topics_are_not_auto_created(kafka_bootstrap: str) -> None:
-    """DESIGN section 7: topics come from `topics/` specs, never from auto-creation."""
+    """Semantics section 7: topics come from `topics/` specs, never from auto-creation."""
     import os
 
     if os.environ.get("JUGGLER_BOOTSTRAP"):

@@ -1,4 +1,4 @@
-"""DESIGN 4a when the worker is up before the events exist: the Kafka Streams case.
+"""Semantics 4a when the worker is up before the events exist: the Kafka Streams case.
 
 A Kafka Streams application started idle, then given a backlog one topic after another
 (one producer per stream, each topic in its own burst), loses windowed joins' results

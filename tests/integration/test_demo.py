@@ -26,10 +26,13 @@ def test_demo_prints_results_for_every_query(runtime: str) -> None:
         count = re.search(rf"^  {query}\s+([\d,]+)$", out, re.MULTILINE)
         assert count, out
         assert int(count.group(1).replace(",", "")) > 0, f"no results for {query}\n{out}"
-        # each query's first result is printed as it arrives
-        assert re.search(rf"^  \[{query}\] patient-\d+ ts=\d+: ", out, re.MULTILINE), out
+        # each query's first result is printed as it arrives: its key, its event time as
+        # a clock reading, its row and the events it combines (stream@partition:offset)
+        assert re.search(rf"^  \[{query}\] patient-\d+ at \d\d:\d\d:\d\d\.\d{{3}}: "
+                         r".*  <- (\w+@\d+:\d+ ?)+$", out, re.MULTILINE), out
     assert re.search(r"\] produced [\d,]+ events", out), "no progress line\n" + out
     assert "1,200 events produced" in out
+    assert "on the shared topic juggler.results," in out, out
     assert "did not catch up" not in out, out
 
 

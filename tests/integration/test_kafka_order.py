@@ -1,11 +1,11 @@
-"""DESIGN 4a through a real broker: results depend only on what the topics hold.
+"""Semantics 4a through a real broker: results depend only on what the topics hold.
 
 A backlog of in-order events gives exactly `juggler eval`'s results with none late;
 live producers (one per stream) lose nothing to lateness; commands produced mid-stream
 take effect at their barriers; SIGKILLs during a backlog and during a restore lose and
 duplicate nothing; and no record of any shape stops the worker. The backlog, the live
 producers and the poison records also run on the Faust runtime, whose contract
-(DESIGN 4b) promises the same there.
+(semantics 4b) promises the same there.
 """
 
 from __future__ import annotations
@@ -133,9 +133,14 @@ def test_backlog_in_order_gives_evals_results_and_nothing_late(setup: Any) -> No
 
 
 @pytest.mark.parametrize("runtime", ["worker", "faust"])
-def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any) -> None:
+def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any, runtime: str
+                                                               ) -> None:
+    """On Faust, a record is on time only within the reorder buffer of its partition's
+    newest one: the buffer here is longer than a producer thread of this test can stall
+    on a loaded machine (its default of one second is not), so what is tested is that
+    the runtime's order loses nothing, not the test machine's scheduling."""
     client, worker, app = setup
-    worker().start()
+    worker(**({"reorder_ms": 5_000} if runtime == "faust" else {})).start()
     register_all(client, QUERIES)
     feed = events(1_200, keys=12, seed=2, start=0)
     t0 = time.time() * 1000 + 500
@@ -300,7 +305,7 @@ def _wait_results(w: WorkerProcess, n: int, timeout: float = 120.0) -> None:
 
 @pytest.mark.parametrize("runtime", ["faust"])
 def test_faust_sigkill_during_backlog_and_during_restore_loses_nothing(setup: Any) -> None:
-    """The Faust runtime is at least once (DESIGN 4b): after SIGKILLs mid-backlog and
+    """The Faust runtime is at least once (semantics 4b): after SIGKILLs mid-backlog and
     during a restore, every expected result is there and nothing else; a result may be
     there twice, and then a copy carries the `juggler-may-repeat` header. The repeats
     are counted and reported, not asserted away."""

@@ -1,4 +1,4 @@
-"""Many registered queries through the real broker (issue 11): a batch of 2,000 queries
+"""Many registered queries through the real broker: a batch of 2,000 queries
 registered with `juggler query register --file`, a worker restart that restores them in
 every partition, the results API under 50 concurrent readers, and the per-query results
 topic opt-in, whose pages come from the same index and survive a restart.

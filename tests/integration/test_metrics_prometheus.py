@@ -1,4 +1,4 @@
-"""The worker's metrics (DESIGN section 8) as a real Prometheus scraped them: every
+"""The worker's metrics (semantics section 8) as a real Prometheus scraped them: every
 metric is there, with the values a user would check against what happened (events
 produced, results on the results topics, queries registered, dead letters, lag).
 

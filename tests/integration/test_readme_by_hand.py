@@ -1,9 +1,9 @@
 """The README's by-hand section, run as written: broker, topics, worker, the thesis's
 4-stream query registered, the ICU example produced in one burst (its control lines at
-their barriers), and its results.
+their barriers), and its results; and docs/faust.md's, the same on the Faust runtime.
 
-The block is taken from README.md itself, so the test fails when the README and the
-product drift apart. Two things are changed, for isolation only: the broker is this
+The blocks are taken from the pages themselves, so the test fails when the docs and
+the product drift apart. Two things are changed, for isolation only: the broker is this
 test's own (on a free port, named by JUGGLER_BOOTSTRAP, which every command reads) and
 the worker's HTTP port is a free one.
 """
@@ -23,8 +23,9 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def by_hand_block(marker: str = "By hand, after `bin/setup`") -> list[str]:
-    readme = (ROOT / "README.md").read_text()
+def by_hand_block(marker: str = "By hand, after `bin/setup`", page: str = "README.md"
+                  ) -> list[str]:
+    readme = (ROOT / page).read_text()
     start = readme.index(marker)
     block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
     assert block, "no bash block in the README's by-hand section"
@@ -78,7 +79,7 @@ def test_the_by_hand_section_returns_the_examples_results(tmp_path: Path) -> Non
 
 
 def test_the_faust_section_returns_the_same_results(tmp_path: Path) -> None:
-    lines = by_hand_block("## On Faust:")
+    lines = by_hand_block("By hand, after `bin/setup`", "docs/faust.md")
     assert any(line.startswith("juggler worker --runtime faust") for line in lines)
     done, results = run_block(lines, "6067", tmp_path)
     assert "live in all 4 partitions" in done.stdout

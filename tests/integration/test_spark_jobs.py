@@ -79,21 +79,41 @@ def eval_results(queries: Path, events: Path, out: Path, lateness: int) -> list[
 
 def backfill_results(session: Any, tmp: Path, archive: Path, query: dict,
                      lateness: int) -> list[dict]:
+    """The per-query Spark SQL reference's results for one query."""
     out = tmp / f"{query['id']}-{lateness}.jsonl"
-    juggler_spark(session, "backfill", "--query-id", query["id"], "--text", query["text"],
-                  "--archive", str(archive), "--out", str(out),
+    juggler_spark(session, "backfill", "--reference", "--query-id", query["id"],
+                  "--text", query["text"], "--archive", str(archive), "--out", str(out),
                   "--allowed-lateness", str(lateness))
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def assert_backfill_is_eval(session: Any, tmp: Path, queries: list[dict], events: Path,
-                            archive: Path, lateness: int) -> Counter[str]:
-    """Each query's backfill equals its share of eval's results, in eval's order;
-    returns the number of results compared per query."""
+def shared_results(session: Any, tmp: Path, archive: Path, queries_file: Path,
+                   lateness: int) -> list[dict]:
+    """The shared job's results: every query of the file in one job."""
+    out = tmp / f"shared-{lateness}.jsonl"
+    stderr = juggler_spark(session, "backfill", "--queries", str(queries_file),
+                           "--archive", str(archive), "--out", str(out),
+                           "--allowed-lateness", str(lateness))
+    assert "stage" in stderr and "Spark UI" in stderr
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def write_queries(tmp: Path, queries: list[dict]) -> Path:
     queries_file = tmp / "queries.jsonl"
     queries_file.write_text("".join(json.dumps(q) + "\n" for q in queries))
+    return queries_file
+
+
+def assert_backfill_is_eval(session: Any, tmp: Path, queries: list[dict], events: Path,
+                            archive: Path, lateness: int,
+                            reference: list[dict] | None = None) -> Counter[str]:
+    """The shared job's results equal eval's, in eval's order, and so does each
+    reference query's (all by default) per-query Spark SQL job its share of them;
+    returns the number of results compared per query."""
+    queries_file = write_queries(tmp, queries)
     expected = eval_results(queries_file, events, tmp / "eval.jsonl", lateness)
-    for query in queries:
+    assert shared_results(session, tmp, archive, queries_file, lateness) == expected
+    for query in queries if reference is None else reference:
         got = backfill_results(session, tmp, archive, query, lateness)
         assert got == [r for r in expected if r["query"] == query["id"]], query["id"]
     return Counter(r["query"] for r in expected)
@@ -141,6 +161,99 @@ def test_backfill_equals_eval_on_generated_events_with_many_keys(
     compared = assert_backfill_is_eval(session, tmp_path, GENERATED_QUERIES, events,
                                        archive, lateness=0)
     assert all(compared[q["id"]] > 0 for q in GENERATED_QUERIES), compared
+
+
+def with_control_lines(events: Path, out: Path, commands: dict[int, dict]) -> Path:
+    """`events` with control lines put in before the given 0-based event numbers."""
+    lines = events.read_text().splitlines()
+    with open(out, "w", encoding="utf-8") as handle:
+        for number, line in enumerate(lines):
+            if number in commands:
+                handle.write(json.dumps(commands[number]) + "\n")
+            handle.write(line + "\n")
+    return out
+
+
+def test_shared_backfill_applies_control_lines_on_many_keys_with_late_events(
+        session: Any, tmp_path: Path, codec: Codec) -> None:
+    """Registrations (with and without history) and a deregistration at their
+    positions, over 60 keys with late events: the shared job gives eval's results;
+    the reference gives each query's share from where it was registered to where it
+    was removed."""
+    from juggler.spark.archive import export_events
+
+    generated = tmp_path / "generated"
+    juggler_spark(session, "generate", "--seed", "11", "--count", "4000", "--keys", "60",
+                  "--late-fraction", "0.03", "--archive", str(generated))
+    plain = tmp_path / "plain.jsonl"
+    export_events(session, generated, codec, plain)
+    pairs, exact, equal, three, single = GENERATED_QUERIES
+    events = with_control_lines(plain, tmp_path / "events.jsonl", {
+        1000: {"control": "register", "id": "late-pairs", "text": pairs["text"]},
+        1500: {"control": "register", "id": "history", "text": exact["text"],
+               "history": True},
+        2500: {"control": "deregister", "id": "three"},
+        3000: {"control": "deregister", "id": "late-pairs"},
+    })
+    archive = tmp_path / "archive"
+    juggler_spark(session, "archive", "--events", str(events), "--archive", str(archive))
+    queries = [pairs, three, single]
+    queries_file = write_queries(tmp_path, queries)
+    lateness = 500
+    expected = eval_results(queries_file, events, tmp_path / "eval.jsonl", lateness)
+    got = shared_results(session, tmp_path, archive, queries_file, lateness)
+    assert Counter(map(canonical, got)) == Counter(map(canonical, expected))
+    # one registration's history results come by key; every other result in eval's order
+    assert ([r for r in got if r["query"] != "history"]
+            == [r for r in expected if r["query"] != "history"])
+    counts = Counter(r["query"] for r in expected)
+    assert all(counts[q] > 0 for q in ("pairs", "three", "single", "late-pairs", "history"))
+    assert sum(1 for r in expected if r["query"] == "history"
+               and max(r["sources"].values()) < 1500) > 0  # history results exist
+
+    def between(query: dict, start: int, end: int) -> list[dict]:
+        return [r for r in backfill_results(session, tmp_path, archive, query, lateness)
+                if start < max(r["sources"].values()) < end]
+
+    assert between(three, -1, 2500 + 2) == [r for r in expected if r["query"] == "three"]
+    renamed = [{**r, "query": "late-pairs"} for r in between(pairs, 1000, 3000 + 3)]
+    assert renamed == [r for r in expected if r["query"] == "late-pairs"]
+
+
+def test_shared_backfill_of_the_icu_example_with_its_control_lines(
+        session: Any, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    juggler_spark(session, "archive", "--events", str(ICU / "events.jsonl"),
+                  "--archive", str(archive))
+    for lateness in (0, 1000):
+        expected = eval_results(ICU / "queries.jsonl", ICU / "events.jsonl",
+                                tmp_path / "eval.jsonl", lateness)
+        got = shared_results(session, tmp_path, archive, ICU / "queries.jsonl", lateness)
+        assert Counter(map(canonical, got)) == Counter(map(canonical, expected))
+        assert {r["query"] for r in got} >= {"q1", "q2"}
+
+
+def test_shared_backfill_of_fifty_generated_queries(session: Any, tmp_path: Path) -> None:
+    """Workload J's first 50 queries: one shared job equals eval; the reference
+    agrees on a sample (a job per query is what the shared job saves)."""
+    from bench.spark_backfill import write_workload
+
+    queries_file, events = write_workload(tmp_path, 50, 6000)
+    archive = tmp_path / "archive"
+    juggler_spark(session, "archive", "--events", str(events), "--archive", str(archive))
+    queries = [json.loads(line) for line in queries_file.read_text().splitlines()]
+    # the reference on the first query and on the one with the most results
+    compared = assert_backfill_is_eval(session, tmp_path, queries, events, archive, 0,
+                                       reference=[queries[0], queries[42]])
+    assert len(compared) >= 20 and sum(compared.values()) >= 500, compared
+
+
+def canonical(result: dict) -> str:
+    """A result as comparable text: numbers as floats (eval repeats the input's 120,
+    the archive holds 120.0)."""
+    row = {k: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+           for k, v in result["row"].items()}
+    return json.dumps({**result, "row": row}, sort_keys=True)
 
 
 def read_stream_topics(client: Client) -> dict[str, list[Any]]:
@@ -273,7 +386,4 @@ def test_backfill_to_the_results_topic(session: Any, kafka_bootstrap: str, tmp_p
             client.names.stream(s) for s in STREAMS}
         result["sources"] = {s: p["offset"] for s, p in result["sources"].items()}
         on_topic.append(result)
-    def canonical(r: dict) -> str:
-        return json.dumps(r, sort_keys=True)
-
     assert in_file and sorted(on_topic, key=canonical) == sorted(in_file, key=canonical)

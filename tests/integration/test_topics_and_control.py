@@ -62,13 +62,13 @@ def test_topics_apply_twice(kafka_bootstrap: str) -> None:
     assert first.exit_code == 0, first.output
     second = juggler("topics", "apply", "--bootstrap", kafka_bootstrap)
     assert second.exit_code == 0, second.output
-    assert second.output == "no changes (10 topics as specified)\n"
+    assert second.output == "no changes (11 topics as specified)\n"
     other = juggler("topics", "apply", "--bootstrap", kafka_bootstrap,
                     "--partitions", str(p + 1))
     assert other.exit_code == 1
     assert f"mismatch: juggler.stream.B has {p} partitions, the spec says {p + 1}; not " \
            f"changed" in other.output
-    expected = {"juggler.control": 1, "juggler.control.status": 1,
+    expected = {"juggler.control": 1, "juggler.control.status": 1, "juggler.settings": 1,
                 "juggler.control.fanout": p, "juggler.deadletter": p, "juggler.state": p,
                 "juggler.results": p,
                 **{f"juggler.stream.{s}": p for s in "BHKT"}}

@@ -23,6 +23,30 @@ def _partitions(worker: WorkerProcess) -> list[int]:
     return body["partitions"] if status == 200 else []
 
 
+def _wait_settled(bootstrap: str, app_id: str, workers: list[WorkerProcess]) -> None:
+    """Until the broker says the group is stable with every worker owning stream
+    partitions, and the workers serve exactly the members' assignments (so none still
+    serves what an earlier generation gave it). Each join rebalances the whole group,
+    and a loaded machine can take long to stop churning: the deadline only guards
+    against a hang, and names the group's state when it hits."""
+    from confluent_kafka.admin import AdminClient
+
+    from juggler.kafka.client_config import client_config
+
+    admin = AdminClient(client_config(bootstrap))
+    deadline = time.monotonic() + 300
+    while True:
+        group = admin.describe_consumer_groups([app_id])[app_id].result(10)
+        owned = sorted(sorted({tp.partition for tp in m.assignment.topic_partitions
+                               if ".stream." in tp.topic}) for m in group.members)
+        served = sorted(_partitions(w) for w in workers)
+        if group.state.name == "STABLE" and len(owned) == len(workers) \
+                and all(owned) and owned == served:
+            return
+        assert time.monotonic() < deadline, (group.state, owned, served)
+        time.sleep(0.3)
+
+
 def _assert_reference_results(client: Client, ref: Reference) -> None:
     """No dead letter, and each query's results exactly the reference's."""
     assert client.dead_letters() == []
@@ -102,11 +126,7 @@ def test_a_group_of_workers_publishes_one_workers_results(kafka_bootstrap: str, 
     try:
         for worker in workers:
             worker.start()
-        deadline = time.monotonic() + 90
-        while sorted(p for w in workers for p in _partitions(w)) != [0, 1, 2, 3] \
-                or not all(_partitions(w) for w in workers):
-            assert time.monotonic() < deadline, [_partitions(w) for w in workers]
-            time.sleep(0.3)
+        _wait_settled(kafka_bootstrap, app_id, workers)
         for qid, text in (("q1", Q1), ("q2", Q2)):
             assert client.wait_status(client.command("REGISTER", qid, text))["status"] == "ACCEPTED"
             ref.register(qid, text)

@@ -3,7 +3,7 @@
 Random queries (any subset of three streams, attribute / join / window / in-event
 predicates with factors and offsets that exercise exact arithmetic, and comparisons
 whose column cancels out -- `B.x * 0 < 0.5`, `B.s = B.s` -- compiled from their text
-as DESIGN section 2 accepts them), random events
+as semantics section 2 accepts them), random events
 over two keys arriving out of order within and beyond the allowed lateness, and
 registrations (with and without history) and deregistrations between events, under
 every evaluation order and several bucket widths.
@@ -45,7 +45,7 @@ CONSTANT_TEXTS = st.sampled_from(["0", "1", "-2", "0.5", "1/3", "0.1", "0.3", "1
 
 
 def _cancelling_text(draw, stream: str, streams: tuple[str, ...]) -> str:
-    """A comparison whose column cancels out, as a user would write it (DESIGN 2)."""
+    """A comparison whose column cancels out, as a user would write it (semantics 2)."""
     op = draw(NUMERIC_OPS).value
     if draw(st.booleans()) and stream != "T":
         col = f"{stream}.s"

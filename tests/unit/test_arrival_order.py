@@ -1,4 +1,4 @@
-"""The order a task takes its records in (DESIGN 4a), on `arrival.ArrivalOrder` alone.
+"""The order a task takes its records in (semantics 4a), on `arrival.ArrivalOrder` alone.
 
 What a user relies on: a backlog comes out in exactly one order (each segment between
 commands merged by `ts`, ties in the streams' order), whatever the fetch timing; a

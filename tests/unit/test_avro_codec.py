@@ -557,14 +557,6 @@ def test_missing_directory(tmp_path: Path) -> None:
         Codec(tmp_path / "nope", registry_url="")
 
 
-def test_jsonl_still_exports_the_moved_loaders() -> None:
-    from juggler.codec import avro as avro_module
-    from juggler.codec import jsonl
-
-    assert jsonl.load_avro_schemas is avro_module.load_avro_schemas
-    assert jsonl.avro_stream_schema is avro_module.avro_stream_schema
-
-
 # -- Schema Registry wire format ---------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 """Non-finite numbers never reach the engine from Kafka (the codec dead-letters them,
-DESIGN section 1), but an engine called directly (`juggler eval` on JSON, a library
+semantics section 1), but an engine called directly (`juggler eval` on JSON, a library
 user) must not fail on one: a NaN fails every comparison but !=, an infinity compares
 as IEEE 754 says, and the native operator and the naive reference agree."""
 

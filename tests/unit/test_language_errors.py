@@ -108,7 +108,7 @@ def test_two_columns_on_one_side() -> None:
 
 
 def test_column_that_cancels_out_is_accepted() -> None:
-    """DESIGN 2: `N.b * 0 = 0` and `U.name = U.name` are legal (true or false as written);
+    """Semantics 2: `N.b * 0 = 0` and `U.name = U.name` are legal (true or false as written);
     tests/unit/test_language_normalize.py checks what they compile to."""
     for condition in ("B.temp - B.temp > 1", "2 * B.temp > B.temp * 2 + 1", "B.temp * 0 = 0",
                       "B.alert = B.alert", "B.alert != B.alert"):

@@ -126,7 +126,7 @@ def test_same_column_terms_are_combined() -> None:
 
 
 def test_column_that_cancels_out_is_a_per_event_predicate_true_or_false_as_written() -> None:
-    """DESIGN 2: `N.b * 0 = 0` is `b op d` whatever the value, kept as `x op x + (d - b)`,
+    """Semantics 2: `N.b * 0 = 0` is `b op d` whatever the value, kept as `x op x + (d - b)`,
     which holds on every finite x exactly when `b op d` does."""
     assert one("B.temp * 0 = 0") == pair(SELF, "B.temp", Op.EQ, 1, "B.temp", 0)
     assert one("B.temp * 0 = 1") == pair(SELF, "B.temp", Op.EQ, 1, "B.temp", 1)
@@ -224,7 +224,7 @@ constants = st.one_of(
 
 
 def literal_value(text: str) -> Fraction:
-    """The test's own reading of DESIGN section 2: integers exact, others nearest double."""
+    """The test's own reading of semantics section 2: integers exact, others nearest double."""
     return Fraction(int(text)) if text.isdigit() else Fraction(float(text))
 
 
@@ -313,7 +313,7 @@ def test_normalization_never_changes_a_result(data: st.DataObject, scenario: str
     left = data.draw(linear_side(left_col, additive), label="left")
     right = data.draw(linear_side(right_col, additive), label="right")
     text = f"{left} {op} {right}"
-    pred = one(text, streams="B, H")  # a column that cancels out is accepted too (DESIGN 2)
+    pred = one(text, streams="B, H")  # a column that cancels out is accepted too (semantics 2)
     assert pred.text == text
 
     # Values: arbitrary finite numbers, plus the boundary where the predicate flips.

@@ -1,4 +1,4 @@
-"""The naive reference engine against hand-computed cases of DESIGN sections 3 and 4.
+"""The naive reference engine against hand-computed cases of semantics sections 3 and 4.
 
 Queries are built by hand (no parser), so these tests pin the semantics, not the syntax.
 """
@@ -260,7 +260,7 @@ def test_deregister_stops_results_and_errors_change_nothing():
     assert [r["sources"] for r in feed("H", 20, vib=2)] == [{"B": 0, "H": 2}]
 
 
-# -- dropping unheld events is safe (DESIGN 3: held events are all a query needs) -----
+# -- dropping unheld events is safe (semantics 3: held events are all a query needs) -----
 
 _QUERIES = [
     query("ab", "B,H", pair("B.v", Op.LT, "H.v"), window=300),

@@ -1,9 +1,9 @@
 """The results index's native path (`juggler_native.result_json`,
-services/juggler_native/src/result_json.rs) against its Python path in `_row`: on every
+services/juggler_native/src/result_json.rs) against its Python path in `index_row`: on every
 result a worker can write it gives the same JSON text, byte for byte, and on anything
-else it gives None, so `_row`'s row is the one the Python path gives.
+else it gives None, so `index_row`'s row is the one the Python path gives.
 
-The Python path is `_row` with a header no message carries (`OTHER_HEADER`)."""
+The Python path is `index_row` with a header no message carries (`OTHER_HEADER`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from juggler.codec import framing
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.native import result_json
 from juggler.kafka.names import QUERY_HEADER
-from juggler.service.results_store import Row, _row
+from juggler.service.results_store import Row, index_row
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OTHER_HEADER = framing.single_object(b"\xff" * 8, b"")
@@ -55,7 +55,7 @@ RESULTS = st.fixed_dictionaries({
 
 
 class Message:
-    """What `_row` reads of a confluent_kafka message."""
+    """What `index_row` reads of a confluent_kafka message."""
 
     def __init__(self, value: bytes | None, query: bytes | None = b"q1", topic: str = "juggler.results",
                  partition: int = 2, offset: int = 41) -> None:
@@ -79,7 +79,7 @@ class Message:
 
 
 def python_row(m: Message) -> Row | None:
-    return _row(m, CODEC, OTHER_HEADER)
+    return index_row(m, CODEC, OTHER_HEADER)
 
 
 def encoded(record: dict[str, Any]) -> bytes:
@@ -100,7 +100,7 @@ def test_a_worker_result_is_written_as_the_python_path_writes_it(
     expected = python_row(m)
     assert expected is not None
     assert text == expected[4]
-    assert _row(m, CODEC, HEADER) == expected
+    assert index_row(m, CODEC, HEADER) == expected
     position = {"topic": topic, "partition": partition, "offset": offset}
     assert json.loads(text) == json.loads(json.dumps(record | {"position": position}))
 
@@ -158,13 +158,13 @@ def test_anything_else_takes_the_python_path(name: str) -> None:
     value = MALFORMED[name]
     assert native_text(value) is None
     m = Message(value)
-    assert _row(m, CODEC, HEADER) == python_row(m)
+    assert index_row(m, CODEC, HEADER) == python_row(m)
 
 
 def test_rows_without_a_query_header_or_a_value_are_unchanged() -> None:
     for m in [Message(GOOD, query=None), Message(None), Message(None, query=None),
               Message(GOOD, query=b"\xff")]:
-        assert _row(m, CODEC, HEADER) == python_row(m)
+        assert index_row(m, CODEC, HEADER) == python_row(m)
 
 
 @given(RESULTS, st.data())
@@ -182,4 +182,4 @@ def test_any_damage_to_a_result_gives_the_python_paths_row(record: dict[str, Any
         elif i < len(value):
             value[i] = byte
     m = Message(bytes(value))
-    assert _row(m, CODEC, HEADER) == python_row(m)
+    assert index_row(m, CODEC, HEADER) == python_row(m)

@@ -1,4 +1,4 @@
-"""`juggler eval` end to end (DESIGN section 5), on the bundled ICU example and on small
+"""`juggler eval` end to end (semantics section 5), on the bundled ICU example and on small
 bad inputs. The expected results of the example were computed by hand."""
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def test_explicit_avro_schemas(small):
                      "B.avsc", "'temp'", "not supported")
 
 
-# -- a query over a stream with no events and no schema (issue 12 item 6) --------------
+# -- a query over a stream with no events and no schema --------------
 
 
 def typo_input(small) -> None:

@@ -1,4 +1,4 @@
-"""No query text can stop or stall the worker (DESIGN section 2: errors are user errors).
+"""No query text can stop or stall the worker (semantics section 2: errors are user errors).
 
 Every text submitted on the control topic either compiles into a query that serializes,
 or raises a `QueryError` naming the clause, line and column -- within a bounded time,
@@ -35,8 +35,9 @@ from juggler.language import (
 )
 
 N = ColumnType.NUMBER
-SECONDS = 2.0
-"""Generous bound on one compile: the point is to catch stalls of seconds to minutes."""
+SECONDS = 30.0
+"""A guard against a stall, not a speed goal: the stalls these cases found took
+minutes, and a compile that takes a second here can take several on a loaded machine."""
 
 
 def timed(text: str, catalog: Catalog = CATALOG, limits: Limits = Limits()) -> Query | QueryError:

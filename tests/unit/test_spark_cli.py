@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -22,11 +21,9 @@ def juggler(*args: str) -> tuple[int, str]:
 
 def test_juggler_help_does_not_load_pyspark() -> None:
     code = "import sys, juggler.cli; print('pyspark' in sys.modules)"
-    started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
     assert out.strip() == "False"
-    assert time.monotonic() - started < 10
     code, text = juggler("--help")
     assert code == 0 and "generate" in text and "backfill" in text and "replay" in text
 
@@ -54,6 +51,11 @@ def test_juggler_help_does_not_load_pyspark() -> None:
      "may only contain letters"),
     (["backfill", "--query-id", "q", "--archive", ".", "--explain",
       "--text", "SELECT * FROM B, H WHERE B.temp > H.vib"], "MAXWINDOW"),
+    (["backfill", "--queries", __file__, "--query-id", "q", "--archive", ".", "--to-topic"],
+     "--queries FILE or --query-id ID, not both"),
+    (["backfill", "--text", "SELECT * FROM K", "--archive", ".", "--to-topic"],
+     "--text needs --query-id"),
+    (["backfill", "--reference", "--archive", ".", "--out", "x"], "give --query-id"),
 ])
 def test_bad_arguments_exit_2_with_a_message_and_no_spark(args: list[str], message: str) -> None:
     code, text = juggler(*args)

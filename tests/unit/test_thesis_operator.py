@@ -84,7 +84,7 @@ def test_running_example_predicate_lists_match_figures_3_10_to_3_12() -> None:
     """Figure 3.10: T.fluct = 103 and T.fluct = 51.5 share one attribute list. Figure
     3.11 puts B.pressure > 2*T.fluct and B.pressure > T.fluct in one list; they have
     different factors, so their covering order depends on the sign of T.fluct and
-    here they get a list each (DESIGN section 6)."""
+    here they get a list each (semantics section 6)."""
     lists = _figure_3_3_operator(EngineConfig()).predicate_lists()
     attribute = sorted((left, size) for _, left, right, _, size in lists if right is None)
     assert attribute == [("H.beatrate", 1), ("T.fluct", 2)]

@@ -47,13 +47,16 @@ def test_repository_specs() -> None:
     by_name = {t.name: t for t in specs.topics}
     assert specs.partitions == 4
     assert list(by_name) == ["juggler.control", "juggler.control.status",
-                             "juggler.control.fanout", "juggler.deadletter",
+                             "juggler.control.fanout", "juggler.settings", "juggler.deadletter",
                              "juggler.results", "juggler.state", "juggler.stream.B",
                              "juggler.stream.H", "juggler.stream.K", "juggler.stream.T"]
     assert by_name["juggler.control"].partitions == 1
     assert by_name["juggler.control"].config == {"cleanup.policy": "compact"}
     assert by_name["juggler.control.status"].partitions == 1
     assert by_name["juggler.control.status"].config == {"retention.ms": "-1"}
+    # the group's settings are its first claim: never compacted nor trimmed away
+    assert (by_name["juggler.settings"].partitions, by_name["juggler.settings"].config) == (
+        1, {"retention.ms": "-1"})
     assert {by_name[n].partitions for n in by_name if n.startswith("juggler.stream.")} == {4}
     assert by_name["juggler.control.fanout"].partitions == 4
     assert by_name["juggler.state"].partitions == 4

@@ -1,1 +1,1 @@
-"""Decoding and encoding at the edges: JSON lines, Avro schemas (DESIGN sections 1 and 5)."""
+"""Decoding and encoding at the edges: JSON lines, Avro schemas (semantics sections 1 and 5)."""

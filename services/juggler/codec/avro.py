@@ -1,4 +1,4 @@
-"""Avro on Kafka: the stream, control, result and dead-letter records of DESIGN section 7.
+"""Avro on Kafka: the stream, control, result and dead-letter records of semantics section 7.
 
 Why this module: every Kafka-facing part (the worker, the `juggler query` commands,
 producers, tests) must agree byte for byte on how a record is written and on what a
@@ -47,8 +47,8 @@ from fastavro.read import SchemaResolutionError
 from fastavro.validation import ValidationError, validate
 
 from juggler.codec import framing
-from juggler.codec.jsonl import (_IDENTIFIER, InputError, StreamSchema, _names, _show,
-                                 check_column_name, decode_json)
+from juggler.codec.jsonl import (IDENTIFIER, InputError, StreamSchema, check_column_name,
+                                 decode_json, quote_names, show_json)
 from juggler.codec.registry import RegistryClient, RegistryError, UnknownSchemaId
 from juggler.codec.result_body import Unwritable, result_body
 from juggler.engine.events import Event, Position, Result
@@ -193,7 +193,7 @@ def load_avro_schemas(directory: Path) -> dict[str, StreamSchema]:
         schemas[schema.name] = schema
     if not schemas:
         raise InputError(f"{directory}: no stream schemas (only "
-                         f"{_names(sorted(SERVICE_RECORDS))})")
+                         f"{quote_names(sorted(SERVICE_RECORDS))})")
     return schemas
 
 
@@ -210,7 +210,7 @@ def avro_stream_schema(obj: Any, origin: str) -> StreamSchema:
     if not isinstance(name, str):
         raise InputError("the record needs a \"name\" (the stream name)")
     stream = name.rsplit(".", 1)[-1]
-    if not _IDENTIFIER.match(stream):
+    if not IDENTIFIER.match(stream):
         raise InputError(f"record name {name!r} is not a stream name (letters, digits, _)")
     fields = obj.get("fields")
     if not isinstance(fields, list):
@@ -220,12 +220,12 @@ def avro_stream_schema(obj: Any, origin: str) -> StreamSchema:
     for spec in fields:
         column = spec.get("name") if isinstance(spec, dict) else None
         if not isinstance(column, str):
-            raise InputError(f"a field without a name: {_show(spec)}")
+            raise InputError(f"a field without a name: {show_json(spec)}")
         avro_type = spec.get("type")
         if isinstance(avro_type, dict):
             avro_type = avro_type.get("type")
         if not isinstance(avro_type, str) or avro_type not in _AVRO_TYPES:
-            raise InputError(f"field {column!r}: type {_show(spec.get('type'))} is not "
+            raise InputError(f"field {column!r}: type {show_json(spec.get('type'))} is not "
                              f"supported (use one of {', '.join(_AVRO_TYPES)})")
         if column == TIMESTAMP:
             if avro_type not in ("int", "long"):
@@ -396,7 +396,7 @@ class Codec:
         """Validate and write one record, framed.
 
         With a registry, the schema is registered under `<topic>-value`; `topic`
-        defaults to the record's topic of DESIGN section 7 (a stream's topic, the
+        defaults to the record's topic of semantics section 7 (a stream's topic, the
         control topics, `juggler.results.<record["query"]>`, the dead-letter topic).
         Raises `SchemaViolation` for a record that does not fit the schema.
 
@@ -435,7 +435,7 @@ class Codec:
         # validator does not, so a boolean never passes for a number or back
         if not isinstance(record, Mapping):
             raise SchemaViolation(f"a {schema.full_name} record must be a mapping, got "
-                                  f"{_show(record)}")
+                                  f"{show_json(record)}")
         # validate without errors first: with raise_errors, fastavro builds (and
         # JSON-dumps the datum into) an error for every union branch it tries, which
         # made encoding results' rows most of the worker's time; the message is only
@@ -685,7 +685,7 @@ def _default_topic(schema: _Schema, record: Mapping[str, Any]) -> str:
 
 
 def _check_finite(schema: _Schema, record: Any) -> None:
-    """Numbers must be finite (DESIGN section 1): NaN never compares, and +-inf is not
+    """Numbers must be finite (semantics section 1): NaN never compares, and +-inf is not
     an event value anyone means."""
     if schema.stream is not None and isinstance(record, dict):  # flat: fast path
         items: Iterable[tuple[Any, Any]] = record.items()
@@ -723,7 +723,7 @@ def _invalid_record(schema: _Schema, record: Mapping[str, Any],
         if datum is None and "." not in top and top not in record:
             details.append(f"missing field {top!r} ({' or '.join(expected)})")
         else:
-            details.append(f"{field}: got {_show(datum)}, expected {' or '.join(expected)}")
+            details.append(f"{field}: got {show_json(datum)}, expected {' or '.join(expected)}")
     return f"invalid {schema.full_name} record: " + "; ".join(details)
 
 

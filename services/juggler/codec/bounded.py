@@ -1,4 +1,4 @@
-"""Records the worker writes, kept under the producer's size limit (DESIGN section 7).
+"""Records the worker writes, kept under the producer's size limit (semantics section 7).
 
 Why: a record the producer refuses (too large) fails the whole transaction of its batch,
 and the worker redoes the batch, meets the same input and fails again: a crash loop on

@@ -1,10 +1,10 @@
 """JSON lines in: events, control commands and queries, checked against stream schemas.
 
-The offline evaluator (DESIGN section 5) reads these files; the Kafka side can reuse the
+The offline evaluator (semantics section 5) reads these files; the Kafka side can reuse the
 value checks and `StreamSchema`. Every check raises `InputError` with a message meant
 for the person who wrote the file; the caller adds the file name and line number.
 
-Decisions where DESIGN is silent:
+Decisions where docs/semantics.md is silent:
 
 - Lines holding only whitespace are skipped (they still count as positions).
 - A JSON object with a repeated member name, or with a member this format does not
@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping
 
 from juggler.language.model import TIMESTAMP, ColumnType
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
@@ -127,23 +127,23 @@ def parse_query_line(value: Any) -> QueryLine:
 
 
 def parse_event_line(value: Any) -> EventRecord | RegisterCommand | DeregisterCommand:
-    """An events.jsonl line: an event, or a `control` command (DESIGN section 5)."""
+    """An events.jsonl line: an event, or a `control` command (semantics section 5)."""
     if isinstance(value, dict) and "control" in value:
         return parse_command(value)
     obj = _object(value, "an event", required=("stream", "key", "ts", "data"), optional=())
     stream = obj["stream"]
-    if not isinstance(stream, str) or not _IDENTIFIER.match(stream):
+    if not isinstance(stream, str) or not IDENTIFIER.match(stream):
         raise InputError(f"'stream' must be a stream name (letters, digits, _), got "
-                         f"{_show(stream)}")
+                         f"{show_json(stream)}")
     key = _string(obj["key"], "key")
     ts = obj["ts"]
     if not _is_integer(ts):
-        raise InputError(f"'ts' must be an integer number of milliseconds, got {_show(ts)}")
+        raise InputError(f"'ts' must be an integer number of milliseconds, got {show_json(ts)}")
     if not _LONG_MIN <= ts <= _LONG_MAX:
         raise InputError(f"'ts' {ts} does not fit in a 64-bit long")
     data = obj["data"]
     if not isinstance(data, dict):
-        raise InputError(f"'data' must be an object of columns, got {_show(data)}")
+        raise InputError(f"'data' must be an object of columns, got {show_json(data)}")
     for column, value_ in data.items():
         check_column_name(column)
         column_type(column, value_)
@@ -157,37 +157,37 @@ def parse_command(value: Any) -> RegisterCommand | DeregisterCommand:
                       required=("control", "id", "text"), optional=("history",))
         history = obj.get("history", False)
         if not isinstance(history, bool):
-            raise InputError(f"'history' must be true or false, got {_show(history)}")
+            raise InputError(f"'history' must be true or false, got {show_json(history)}")
         return RegisterCommand(_query_id(obj["id"]), _string(obj["text"], "text"), history)
     if control == "deregister":
         obj = _object(value, "a deregister command", required=("control", "id"), optional=())
         return DeregisterCommand(_query_id(obj["id"]))
-    raise InputError(f"'control' must be \"register\" or \"deregister\", got {_show(control)}")
+    raise InputError(f"'control' must be \"register\" or \"deregister\", got {show_json(control)}")
 
 
 def _object(value: Any, what: str, required: tuple[str, ...],
             optional: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise InputError(f"expected {what} as a JSON object, got {_show(value)}")
+        raise InputError(f"expected {what} as a JSON object, got {show_json(value)}")
     missing = [name for name in required if name not in value]
     if missing:
-        raise InputError(f"{what} is missing {_names(missing)}")
+        raise InputError(f"{what} is missing {quote_names(missing)}")
     unknown = [name for name in value if name not in required and name not in optional]
     if unknown:
-        allowed = _names(list(required) + list(optional))
-        raise InputError(f"unexpected {_names(unknown)} in {what} (allowed: {allowed})")
+        allowed = quote_names(list(required) + list(optional))
+        raise InputError(f"unexpected {quote_names(unknown)} in {what} (allowed: {allowed})")
     return value
 
 
 def _query_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise InputError(f"'id' must be a non-empty string, got {_show(value)}")
+        raise InputError(f"'id' must be a non-empty string, got {show_json(value)}")
     return value
 
 
 def _string(value: Any, name: str) -> str:
     if not isinstance(value, str):
-        raise InputError(f"{name!r} must be a string, got {_show(value)}")
+        raise InputError(f"{name!r} must be a string, got {show_json(value)}")
     return value
 
 
@@ -198,7 +198,7 @@ def check_column_name(column: str) -> None:
     if column == TIMESTAMP:
         raise InputError("column 'ts' is reserved for the event time; put it in 'ts', "
                          "not in 'data'")
-    if not _IDENTIFIER.match(column):
+    if not IDENTIFIER.match(column):
         raise InputError(f"column name {column!r} is not a name (letters, digits, _)")
 
 
@@ -212,11 +212,11 @@ def column_type(column: str, value: Any) -> ColumnType:
         return ColumnType.NUMBER
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InputError(f"column {column!r}: {_show(value)} is not a finite number")
+            raise InputError(f"column {column!r}: {show_json(value)} is not a finite number")
         return ColumnType.NUMBER
     if isinstance(value, str):
         return ColumnType.STRING
-    raise InputError(f"column {column!r}: {_show(value)} is not a number, string or boolean")
+    raise InputError(f"column {column!r}: {show_json(value)} is not a number, string or boolean")
 
 
 @dataclass(frozen=True)
@@ -235,19 +235,19 @@ class StreamSchema:
         missing = [c for c in self.columns if c not in data]
         unknown = [c for c in data if c not in self.columns]
         if missing or unknown:
-            parts = ([f"missing {_names(missing)}"] if missing else []) + \
-                    ([f"unexpected {_names(unknown)}"] if unknown else [])
-            raise InputError(f"stream {self.name!r} has columns {_names(list(self.columns))} "
+            parts = ([f"missing {quote_names(missing)}"] if missing else []) + \
+                    ([f"unexpected {quote_names(unknown)}"] if unknown else [])
+            raise InputError(f"stream {self.name!r} has columns {quote_names(list(self.columns))} "
                              f"({self.origin}); this event has {', '.join(parts)}")
         for column, expected in self.columns.items():
             value = data[column]
             actual = column_type(column, value)
             if actual is not expected:
                 raise InputError(f"stream {self.name!r} column {column!r} is a "
-                                 f"{expected.value} ({self.origin}); got {_show(value)}")
+                                 f"{expected.value} ({self.origin}); got {show_json(value)}")
             if column in self.integral and not _is_integer(value):
                 raise InputError(f"stream {self.name!r} column {column!r} is an Avro "
-                                 f"int/long ({self.origin}); got {_show(value)}")
+                                 f"int/long ({self.origin}); got {show_json(value)}")
         return {column: data[column] for column in self.columns}
 
 
@@ -266,7 +266,7 @@ class Schemas:
         schema = self._streams.get(record.stream)
         if schema is None:
             if self._fixed:
-                known = _names(sorted(self._streams)) or "none"
+                known = quote_names(sorted(self._streams)) or "none"
                 raise InputError(f"unknown stream {record.stream!r} (schemas given for: "
                                  f"{known})")
             schema = StreamSchema(
@@ -287,17 +287,6 @@ class Schemas:
         return {name: dict(schema.columns) for name, schema in self._streams.items()}
 
 
-def __getattr__(name: str) -> Any:
-    """`load_avro_schemas` and `avro_stream_schema` moved to `juggler.codec.avro` (with
-    the Kafka codec); importing them from here still works. Lazy, because that module
-    imports this one."""
-    if name in ("load_avro_schemas", "avro_stream_schema"):
-        from juggler.codec import avro
-
-        return getattr(avro, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # -- small helpers -------------------------------------------------------------------
 
 
@@ -305,11 +294,12 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _names(names: list[str]) -> str:
+def quote_names(names: list[str]) -> str:
+    """Names as a message lists them."""
     return ", ".join(repr(n) for n in names)
 
 
-def _show(value: Any) -> str:
+def show_json(value: Any) -> str:
     """A value as the user wrote it in JSON (shortened)."""
     try:
         text = json.dumps(value, allow_nan=True)

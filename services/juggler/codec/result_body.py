@@ -2,8 +2,8 @@
 
 Why: a worker writes one record per result, and at 100 join queries results outnumber
 events; fastavro's generic writer resolves the row's union branch by branch for every
-value and took 40 us for a result with a 13-column row, a fifth of the worker's time
-(issue 13). This writer knows the schema (`schemas/Result.avsc`: query, key, ts,
+value, which at that rate is a large share of the worker's time (docs/benchmarks.md,
+"K"). This writer knows the schema (`schemas/Result.avsc`: query, key, ts,
 sources: map of Position, row: map of [null, boolean, long, double, string]) and
 writes the same bytes in a third of the time, caching the encoded form of the strings
 that repeat (query ids, column names, topics, keys).

@@ -1,2 +1,2 @@
-"""The control plane (DESIGN section 4): query commands on `juggler.control`, their
+"""The control plane (semantics section 4): query commands on `juggler.control`, their
 outcomes on `juggler.control.status`, and the `juggler query` commands that use them."""

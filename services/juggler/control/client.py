@@ -152,8 +152,8 @@ def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
     codec = codec or Codec()
     status_topic = prefix + CONTROL_STATUS
     start = _end_offsets(bootstrap, status_topic, timeout) if wait else None
-    sent = _produce(bootstrap, prefix + CONTROL,
-                    [(c.id.encode(), c.encode(codec)) for c in commands], timeout)
+    sent = produce(bootstrap, prefix + CONTROL,
+                   [(c.id.encode(), c.encode(codec)) for c in commands], timeout)
     if start is None:
         return [Submission(c, s, None) for c, s in zip(commands, sent)]
     outcomes = {s.offset: _Outcome(codec, c.id, s.offset, live) for c, s in zip(commands, sent)}
@@ -218,8 +218,8 @@ class _Outcome:
         return True if done else None
 
 
-def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
-             timeout: float) -> list[Sent]:
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
+            timeout: float) -> list[Sent]:
     """Produce `records` (key, value) in order with one idempotent producer; where each
     landed, in the same order."""
     from confluent_kafka import KafkaException, Producer

@@ -2,7 +2,7 @@
 
 Event lines are Avro-encoded with the stream's schema and produced to its topic, keyed
 by the entity key (murmur2, like the Java client, so a key's events of every stream
-meet in one partition). A control line is a barrier (DESIGN 4a): the events before it
+meet in one partition). A control line is a barrier (semantics 4a): the events before it
 are flushed, the command is sent and waited for until it is live in every partition,
 and only then the events after it are produced. So the worker sees the commands exactly
 where the file has them, and `juggler eval` on the same file gives the same results

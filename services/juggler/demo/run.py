@@ -3,8 +3,8 @@
 Everything runs for real: the broker is Apache Kafka started from the cache (unless a
 bootstrap address is given), the worker is `juggler worker` in a child process (on the
 runtime `--runtime` picks: the worker's own loop, or the Faust app), queries go through
-the control topic, and results are read back read_committed from each
-query's results topic, exactly as a client would. Event time is wall-clock time, so
+the control topic, and results are read back read_committed from the shared results
+topic (each record names its query), exactly as a client would. Event time is wall-clock time, so
 MAXWINDOW and lateness mean what they say while the demo runs.
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from juggler.codec.avro import Codec
+from juggler.kafka.names import RESULTS
 
 EXAMPLE_QUERIES = Path(__file__).resolve().parents[3] / "examples" / "icu" / "queries.jsonl"
 APP_ID = "juggler-demo"
@@ -83,6 +84,7 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
     from juggler.kafka.broker import LocalBroker, free_port
     from juggler.kafka.topics import apply_topics
     from juggler.service.process import WorkerProcess
+    from juggler.service.settings_log import reset
 
     say = _printer(out)
     queries = load_queries(options.queries)
@@ -96,6 +98,9 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
             say(f"Kafka ready on {bootstrap} in {time.monotonic() - t0:.1f} s")
         report = apply_topics(bootstrap)
         say(f"topics: {len(report.created)} created, {len(report.unchanged)} already there")
+        # each run is a fresh demo, its runtime and lateness this run's: the demo's group
+        # takes them (refused while another demo's worker is in the group)
+        reset(bootstrap, "", APP_ID, timeout=30)
         t0 = time.monotonic()
         worker = WorkerProcess({"bootstrap": bootstrap, "app_id": APP_ID,
                                 "web_port": free_port(), "web_host": "127.0.0.1",
@@ -179,7 +184,7 @@ def _produce(bootstrap: str, options: DemoOptions, tally: Tally, reader: Results
 
 def _progress(tally: Tally, elapsed: float) -> str:
     counts = " ".join(f"{q}={n}" for q, n in sorted(tally.results.items()))
-    # a rate over less than a second is noise (the first line read "1 events (1e9/s)")
+    # a rate over less than a second says nothing about the producer
     rate = f" ({tally.produced / elapsed:,.0f}/s)" if elapsed >= 1 else ""
     return (f"[{elapsed:5.1f} s] produced {tally.produced:,} events{rate} | "
             f"results: {counts or 'none yet'}")
@@ -204,8 +209,8 @@ def _wait_consumed(bootstrap: str, last: dict[tuple[str, int], int],
 
 def _summary(tally: Tally, query_ids: list[str], url: str, say: Callable[..., None]) -> None:
     say("")
-    say(f"{tally.produced:,} events produced; results per query "
-        f"(topic juggler.results.<id>, or GET {url}/queries/<id>/results?after=):")
+    say(f"{tally.produced:,} events produced; results per query (on the shared topic "
+        f"{RESULTS}, each record naming its query; or GET {url}/queries/<id>/results):")
     for query_id in query_ids:
         say(f"  {query_id:<14} {tally.results[query_id]:>6,}")
     if tally.latencies:
@@ -228,7 +233,6 @@ class ResultsReader:
         from confluent_kafka import Consumer
 
         from juggler.kafka.client_config import client_config
-        from juggler.kafka.names import RESULTS
 
         self.topics = [RESULTS]  # every query's results, the query id in each record
         self.consumer = Consumer(client_config(bootstrap, **{
@@ -280,8 +284,19 @@ class ResultsReader:
 
 
 def _result_line(result: dict[str, Any]) -> str:
+    """One result as a reader tells it apart from the next: its event time as a clock
+    reading, the selected columns, and the events it combines (each stream's
+    partition:offset), which are what differ between results whose rows look alike."""
     row = ", ".join(f"{k}={_value(v)}" for k, v in sorted(result["row"].items()))
-    return f"  [{result['query']}] {result['key']} ts={result['ts']}: {row}"
+    sources = " ".join(f"{stream}@{pos['partition']}:{pos['offset']}"
+                       for stream, pos in sorted(result["sources"].items()))
+    return f"  [{result['query']}] {result['key']} at {_clock(result['ts'])}: {row}  <- {sources}"
+
+
+def _clock(ts: int) -> str:
+    """An event time as the local wall clock (the demo's event time is wall-clock
+    time), to the millisecond."""
+    return time.strftime("%H:%M:%S", time.localtime(ts / 1000)) + f".{ts % 1000:03d}"
 
 
 def _value(v: Any) -> str:

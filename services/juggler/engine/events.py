@@ -26,7 +26,7 @@ class Event:
 
 @dataclass(slots=True)
 class Result:
-    """One result of a query (DESIGN section 3): an event per FROM stream, same key.
+    """One result of a query (semantics section 3): an event per FROM stream, same key.
 
     Not frozen: a frozen dataclass pays `object.__setattr__` per field, and results
     are built on the hot path."""
@@ -79,7 +79,7 @@ class EngineConfig:
     """Settings shared by the Juggler operator and the naive reference.
 
     `retention` (ms) is the lower bound of the horizon H; every registered MAXWINDOW
-    raises H (DESIGN section 3). `order` is "adaptive" or a static order of the three
+    raises H (semantics section 3). `order` is "adaptive" or a static order of the three
     predicate types such as "AJW".
     """
 

@@ -1,7 +1,7 @@
 """Exact comparisons between event values and rational constants, at float speed.
 
 A normalized predicate such as `T.fluct = 103/2` or `B.pressure > (1/3) * T.fluct`
-holds or fails exactly as the text says (DESIGN section 2). Rather than doing rational
+holds or fails exactly as the text says (semantics section 2). Rather than doing rational
 arithmetic per event, each constant is turned once into a float threshold that decides
 the comparison exactly for every double (and every int a double represents), and pair
 differences are computed in floats with an error bound, falling back to `Fraction`
@@ -83,12 +83,12 @@ def exact(value: Number) -> Fraction | float:
     """A number as a Fraction (exact for ints and doubles), or a NaN or infinity as it
     is: it has no ratio (`Fraction` raises), and Python compares it with a Fraction as
     IEEE 754 says (NaN fails every comparison but !=). The codec refuses non-finite
-    numbers (DESIGN section 1), but an engine called directly must not fail on one."""
+    numbers (semantics section 1), but an engine called directly must not fail on one."""
     return value if isinstance(value, float) and not math.isfinite(value) else Fraction(value)
 
 
 def attribute_holds(predicate: AttributePredicate, x: object) -> bool:
-    """DESIGN 2, exactly: a number becomes a Fraction, so `x op constant` is decided
+    """Semantics 2, exactly: a number becomes a Fraction, so `x op constant` is decided
     without rounding; strings and booleans compare as they are."""
     if is_number(x) and isinstance(predicate.constant, Fraction):
         return predicate.op.holds(exact(x), predicate.constant)

@@ -1,4 +1,4 @@
-"""The naive reference evaluator: the executable form of DESIGN sections 3 and 4.
+"""The naive reference evaluator: the executable form of semantics sections 3 and 4.
 
 It is written to be obviously correct, not fast. It keeps every accepted event, and for
 each arriving event evaluates every query on its own, with nested loops over the stored
@@ -7,7 +7,7 @@ operator (`juggler.engine.native_engine`) must return exactly what this engine r
 the same order; property tests hold one against the other, and benchmarks use this one
 as the baseline.
 
-Decisions where DESIGN is silent (each repeated where it applies):
+Decisions where docs/semantics.md is silent (each repeated where it applies):
 
 - A query id may be registered again after it was deregistered; it is then a new
   registration (new registration index, new snapshot of the floors).
@@ -43,7 +43,7 @@ class _Registration:
     """A registered query and what the engine looked like at the register command.
 
     `arrivals_before` counts the events accepted before the command; `floors` is the
-    per-key floor at the command (DESIGN section 4: an event that arrived before the
+    per-key floor at the command (semantics section 4: an event that arrived before the
     command can be part of a result only if it was still held then).
     """
 
@@ -53,7 +53,7 @@ class _Registration:
     floors: dict[str, int]
 
     def sees(self, stored: _Stored) -> bool:
-        """DESIGN 4: events arriving after the command are always usable; earlier ones
+        """Semantics 4: events arriving after the command are always usable; earlier ones
         only if `ts >= floor_k` at the command (a key without a floor had no events)."""
         if stored.arrival >= self.arrivals_before:
             return True
@@ -62,14 +62,14 @@ class _Registration:
 
 
 class NaiveEngine:
-    """Reference implementation of the QueryEngine protocol (DESIGN sections 3-4).
+    """Reference implementation of the QueryEngine protocol (semantics sections 3-4).
 
     Per key it tracks `maxts` (largest ts of accepted events, any stream) and `floor`
     (`max(floor, maxts - H - L)`, updated at every accepted event of the key).
 
     By default every accepted event is kept, so that comparing this engine with one that
     drops unheld events also tests that dropping them is safe. `purge=True` drops events
-    below their key's floor (DESIGN 3 allows it: no result can use them any more), which
+    below their key's floor (semantics 3 allows it: no result can use them any more), which
     keeps memory bounded when this engine is the benchmarks' baseline.
     """
 
@@ -92,17 +92,17 @@ class NaiveEngine:
 
     @property
     def horizon(self) -> int:
-        """H = max(retention, MAXWINDOW of every query registered so far) (DESIGN 3).
+        """H = max(retention, MAXWINDOW of every query registered so far) (semantics 3).
 
         It never shrinks on deregistration."""
         return self._horizon
 
     def register(self, query: Query, history: bool = False) -> list[Result]:
-        """DESIGN 4 `register`. A repeated id raises RegistrationError and changes nothing.
+        """Semantics 4 `register`. A repeated id raises RegistrationError and changes nothing.
 
         The registration snapshots the arrival count and the per-key floors. With
         `history`, returns every result made only of events that arrived before the
-        command and were all held at it. H grows at once (DESIGN 3); the floors move
+        command and were all held at it. H grows at once (semantics 3); the floors move
         only when the next event of a key arrives.
         """
         if query.id in self._registrations:
@@ -120,14 +120,14 @@ class NaiveEngine:
         return sorted(results, key=_positions)
 
     def deregister(self, query_id: str) -> None:
-        """DESIGN 4 `deregister`: no result of the query afterwards. An unknown id raises
+        """Semantics 4 `deregister`: no result of the query afterwards. An unknown id raises
         RegistrationError. A deregistered id may be registered again later, as a new query."""
         if query_id not in self._registrations:
             raise RegistrationError(f"query {query_id!r} is not registered")
         del self._registrations[query_id]
 
     def process(self, event: Event) -> list[Result]:
-        """DESIGN 3: accept an event and return every result whose last event it is.
+        """Semantics 3: accept an event and return every result whose last event it is.
 
         A late event (`ts < maxts_k - L`) raises LateEvent before anything changes.
         """
@@ -176,7 +176,7 @@ class NaiveEngine:
 
 
 def _is_result(query: Query, events: dict[str, Event]) -> bool:
-    """DESIGN 3: every predicate holds and `max(ts) - min(ts) <= MAXWINDOW`."""
+    """Semantics 3: every predicate holds and `max(ts) - min(ts) <= MAXWINDOW`."""
     stamps = [e.ts for e in events.values()]
     if max(stamps) - min(stamps) > query.window:
         return False
@@ -189,7 +189,7 @@ def _value(event: Event, column: str) -> Any:
 
 
 def _holds(predicate: Predicate, events: dict[str, Event]) -> bool:
-    """DESIGN 2: evaluate exactly (`juggler.engine.exact`)."""
+    """Semantics 2: evaluate exactly (`juggler.engine.exact`)."""
     if isinstance(predicate, AttributePredicate):
         return attribute_holds(predicate, _value(events[predicate.column.stream], predicate.column.column))
     return pair_holds(predicate, _value(events[predicate.left.stream], predicate.left.column),
@@ -197,7 +197,7 @@ def _holds(predicate: Predicate, events: dict[str, Event]) -> bool:
 
 
 def _make_result(query: Query, key: str, events: dict[str, Event]) -> Result:
-    """DESIGN 3: ts is the largest ts; sources in FROM order; `SELECT *` lists every data
+    """Semantics 3: ts is the largest ts; sources in FROM order; `SELECT *` lists every data
     column of every FROM stream (FROM order, then the event's data order), never `ts`."""
     if query.select is None:
         row = {f"{stream}.{column}": value

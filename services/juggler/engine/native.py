@@ -1,4 +1,4 @@
-"""The operator's Rust core (services/juggler_native, issue 10), imported in one place.
+"""The operator's Rust core (services/juggler_native), imported in one place.
 
 One operator, not two: the engine needs the extension, so a missing build fails at
 import with what to run rather than falling back to a slower copy of the same code.

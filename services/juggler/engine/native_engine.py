@@ -1,4 +1,4 @@
-"""The Juggler operator with its state and per-event path in Rust (issue 10).
+"""The Juggler operator with its state and per-event path in Rust.
 
 Python keeps the language: this module compiles each query into the tuples
 `juggler_native.Operator.register` takes, computing every threshold exactly here
@@ -13,7 +13,7 @@ alike; the operator reads the latter's values without a Python object per column
 
 The operator assumes what every driver gives it: within a stream, positions grow
 with arrival (line numbers offline, offsets of one partition on Kafka), so results
-are ordered by arrival where DESIGN orders them by position.
+are ordered by arrival where docs/semantics.md orders them by position.
 """
 
 from __future__ import annotations

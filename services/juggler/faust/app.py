@@ -6,14 +6,15 @@ writing the worker's topics, in the worker's records. Faust's vocabulary, thinly
 - agent `events` over every stream topic and the fanout topic (co-partitioned): each
   record goes to its partition's task (`FaustJob.stream_record`);
 - agent `commands` over the control topic: REGISTER / DEREGISTER decided, statuses and
-  one fanout copy per partition published (`FaustJob.control_record`);
+  one fanout copy per partition published (`FaustJob.control_records`);
 - table `state`: each partition's WES/JES state (`juggler.faust.state_table`), and table
   `registered`: the accepted queries, both changelog-backed and restored by Faust;
 - a task running `FaustJob.pump`, which evaluates and publishes;
 - pages on Faust's web port: `/health`, `/metrics` (the worker's names), `/queries`, and
   `/queries/<id>/results?after=<cursor>` from the results index the worker uses.
 
-A Faust app and a worker must not share an app id: they would join one consumer group.
+A Faust app and a worker must not share an app id: they would join one consumer group
+(the settings check refuses the second, `service.settings_log`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from juggler.service.metrics import CONTENT_TYPE
 from juggler.service.job import FAILURE_EXIT
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
+from juggler.service.settings_log import REFUSED_EXIT, agree
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,13 @@ names = job.names
 if job.client_config["security.protocol"] != "PLAINTEXT":
     raise SystemExit("the Faust runtime connects with PLAINTEXT only; run `juggler worker` "
                      "(the default runtime) against a secured cluster (docs/faust.md)")
+# before the app exists, so a member whose settings differ never joins the group; it
+# stops (as a Kafka Streams instance with a bad configuration does) rather than wait
+# refused as the worker does: Faust's web port starts with the app
+_refusal = agree(job, job.group_settings(), job.instance)
+if _refusal is not None:
+    log.critical("%s; exiting with status %d", _refusal, REFUSED_EXIT)
+    raise SystemExit(REFUSED_EXIT)
 
 
 def _broker_settings(s: Settings) -> dict[str, Any]:
@@ -92,6 +101,11 @@ inputs = app.topic(*(names.stream(s) for s in job.streams), names.fanout,
                    key_serializer="raw", value_serializer="raw", partitions=job.partitions)
 control = app.topic(names.control, key_serializer="raw", value_serializer="raw",
                     partitions=1)
+COMMAND_WAIT = 0.05
+"""Seconds the control agent waits for a burst of commands to fill a batch (up to
+`batch_max`, as the worker's fetch) before deciding what it has: a burst is decided,
+published and written to the accepted set a batch at a time, and a lone command waits
+this much longer."""
 
 
 job.highwater = lambda topic, partition: app.consumer.highwater(TP(topic, partition))
@@ -107,8 +121,8 @@ async def events(stream: faust.StreamT) -> None:
 
 @app.agent(control)
 async def commands(stream: faust.StreamT) -> None:
-    async for event in stream.noack().events():
-        await job.control_record(event)
+    async for events in stream.noack().take_events(settings.batch_max, within=COMMAND_WAIT):
+        await job.control_records(events)
 
 
 @app.task

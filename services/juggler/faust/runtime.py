@@ -25,7 +25,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import Counter
@@ -156,9 +156,10 @@ class FaustJob(Job):
         while task.order.buffered() >= self.settings.buffer_max and p in self.tasks:
             await asyncio.sleep(0.01)  # the pump is behind: hold the agent back
 
-    async def control_record(self, event: Any) -> None:
-        """A record of the control topic, from the agent: decided at once."""
-        self.arrived.add((event.message.topic, 0))
+    async def control_records(self, events: Sequence[Any]) -> None:
+        """Records of the control topic, from the agent (a burst at a time): decided
+        together, with one publish and one write of the accepted set, as the worker
+        decides a round's commands."""
         async with self.lock:
             if self.control is None:
                 self.control = ControlTask(self)
@@ -166,27 +167,36 @@ class FaustJob(Job):
                                          if k != NEXT}
                 self.control.restored = True
                 self._control_next = int(self.registered.data.get(NEXT, b"0"))
-            if event.message.offset < self._control_next:
-                event.ack()  # decided already (after `rewind`)
+            fresh = []
+            for event in events:
+                self.arrived.add((event.message.topic, 0))
+                if event.message.offset < self._control_next:
+                    event.ack()  # decided already (after `rewind`)
+                    continue
+                self._control_next = event.message.offset + 1
+                fresh.append(event)
+            if not fresh:
                 return
-            self._control_next = event.message.offset + 1
             # a command can change only its own id, which is its key (the control task
-            # rejects any other): comparing that one entry, not a copy of the whole
+            # rejects any other): comparing those entries, not a copy of the whole
             # accepted set, keeps a burst of commands from costing the square of them
-            key = event.message.key
-            qid = key.decode("utf-8", "replace") if isinstance(key, bytes) else None
-            before = self.control.accepted.get(qid) if qid is not None else None
-            self.control.add(_record(event.message))
+            before = {event.message.key: self.control.accepted.get(
+                          event.message.key.decode("utf-8", "replace"))
+                      for event in fresh if isinstance(event.message.key, bytes)}
+            for event in fresh:
+                self.control.add(_record(event.message))
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             await self._publish(outbox.messages)
-            after = self.control.accepted.get(qid) if qid is not None else None
             changes: list[tuple[bytes, bytes | None]] = []
-            if key is not None and after != before:
-                changes.append((key, None if after is None else str(after).encode()))
+            for key, was in before.items():
+                now = self.control.accepted.get(key.decode("utf-8", "replace"))
+                if now != was:
+                    changes.append((key, None if now is None else str(now).encode()))
             changes.append((NEXT, str(self._control_next).encode()))
             await self._write(self.registered, 0, changes)
-            event.ack()
+            for event in fresh:
+                event.ack()
             self._done(outbox, counts)
 
     # the pump ---------------------------------------------------------------------------

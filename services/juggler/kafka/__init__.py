@@ -1,1 +1,3 @@
-"""A real single-node Apache Kafka broker (KRaft) for development and integration tests."""
+"""What every Kafka-facing part shares: the client settings, topic names and specs, the
+event producer, the group-progress reader, the client library's log summary, and the
+local single-node broker (KRaft) that development and the integration tests run."""

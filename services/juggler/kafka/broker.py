@@ -27,7 +27,7 @@ formatted without ``--standalone``) works the same on 3.9 and 4.x, and, unlike a
 dynamic ``--standalone`` quorum, it does not store the controller's address in the
 metadata log -- so a persistent data dir can be restarted on a new controller port.
 
-Topics are *not* auto-created (``auto.create.topics.enable=false``): DESIGN.md section 7
+Topics are *not* auto-created (``auto.create.topics.enable=false``): docs/semantics.md section 7
 says topic specs are applied by the project's own command, so a missing topic must
 fail loudly instead of silently appearing with default settings.
 

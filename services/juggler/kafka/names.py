@@ -1,4 +1,4 @@
-"""Topic names of DESIGN section 7, in one place and with no Kafka import.
+"""Topic names of semantics section 7, in one place and with no Kafka import.
 
 Why separate from `topics.py`: the codec (default Schema Registry subjects), the CLI
 and the worker all need the names, but not the admin client or the YAML specs.
@@ -13,10 +13,12 @@ CONTROL_STATUS = "juggler.control.status"
 CONTROL_FANOUT = "juggler.control.fanout"
 DEADLETTER = "juggler.deadletter"
 STATE = "juggler.state"
+SETTINGS = "juggler.settings"
+"""Per app id, the settings its members' results depend on (`service.group_settings`)."""
 STREAM_PREFIX = "juggler.stream."
 RESULTS = "juggler.results"
 """Every query's results, keyed by entity key, the query id in the record and in the
-`juggler-query` header (DESIGN 7): no topic per query unless one asks for it."""
+`juggler-query` header (semantics 7): no topic per query unless one asks for it."""
 RESULTS_PREFIX = "juggler.results."
 QUERY_HEADER = "juggler-query"
 """The header carrying the query id on every result, so a reader of the shared topic

@@ -1,4 +1,4 @@
-"""Topic specs from `topics/*.yaml`, applied idempotently (DESIGN section 7).
+"""Topic specs from `topics/*.yaml`, applied idempotently (semantics section 7).
 
 Why our own command instead of broker auto-creation: topic settings are part of the
 contract (the control topic must be compacted, the stream topics co-partitioned), and

@@ -1,4 +1,4 @@
-"""The Juggler query language (DESIGN section 2): text -> checked, normalized `Query`.
+"""The Juggler query language (semantics section 2): text -> checked, normalized `Query`.
 
     from juggler.language import compile_query, QueryError
     query = compile_query("q1", text, catalog)

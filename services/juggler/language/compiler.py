@@ -1,7 +1,8 @@
 """The public entry point: query text + catalog -> checked, normalized `Query`.
 
 Order of work: length limit (before any parsing, so oversized input costs nothing),
-parse (`parser.py`), resolve FROM against the catalog, check SELECT, normalize every
+parse (`parser.py`, reused for a text that differs from one parsed before only in its
+numbers: `shapes.py`), resolve FROM against the catalog, check SELECT, normalize every
 comparison (`normalize.py`), drop duplicates, then the rules that need the whole query
 (MAXWINDOW required for several streams, the predicate limit). Every failure is a
 `QueryError` carrying the query id, clause, line and column.
@@ -15,13 +16,13 @@ from typing import Iterable
 from .errors import QueryError, position, quote
 from .model import TIMESTAMP, Catalog, ColumnRef, ColumnType, Predicate, Query
 from .normalize import Normalizer
-from .parser import (BoolLit, ColumnName, Comparison, Product, Signed, Span, StringLit, Sum,
-                     SyntaxQuery, parse)
+from .parser import BoolLit, ColumnName, Comparison, Span, StringLit, SyntaxQuery, leaves
+from .shapes import parse
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Configurable bounds that reject oversized queries with a clear error (DESIGN section 2).
+    """Configurable bounds that reject oversized queries with a clear error (semantics section 2).
 
     Each is checked before the work it bounds, so no query text stalls the worker:
 
@@ -109,26 +110,12 @@ def unknown_streams(query_id: str, text: str, catalog: Catalog,
     for _ in range(2):  # a column compared with one typed by the first pass
         for cmp in comparisons:
             settle(cmp, copy_columns=True)
-    used = [*(syntax.select or ()), *_columns_in(comparisons)]
+    used = [*(syntax.select or ()),
+            *(node for node in leaves(comparisons) if isinstance(node, ColumnName))]
     for col in used:
         if col.ref.stream in unknown and col.ref.column != TIMESTAMP:
             unknown[col.ref.stream].setdefault(col.ref.column, ColumnType.NUMBER)
     return unknown
-
-
-def _columns_in(comparisons: Iterable[Comparison]) -> Iterable[ColumnName]:
-    """Every column written in the comparisons, at any depth."""
-    stack: list = [side for cmp in comparisons for side in (cmp.left, cmp.right)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ColumnName):
-            yield node
-        elif isinstance(node, Signed):
-            stack.append(node.operand)
-        elif isinstance(node, Sum):
-            stack.extend(term for _, term in node.terms)
-        elif isinstance(node, Product):
-            stack.extend(factor for _, factor in node.factors)
 
 
 class _Compiler:

@@ -1,6 +1,6 @@
 """The one error type of the query language.
 
-DESIGN section 2: a bad query is a user error, not a crash, and the message must name
+semantics section 2: a bad query is a user error, not a crash, and the message must name
 the query, the clause, the line and column, and what was expected. Every failure the
 language package detects -- syntax, unknown names, types, non-linear arithmetic,
 limits -- is a `QueryError`, so callers (the control-topic handler, the offline

@@ -1,7 +1,7 @@
 """The compiled form of a query: what the parser produces and the engines consume.
 
 Everything here is exact. Constants are `Fraction`s holding the double nearest to the
-constant's text (DESIGN section 2), and normalization (dividing by a factor, moving a
+constant's text (semantics section 2), and normalization (dividing by a factor, moving a
 term across the comparison) is done in `Fraction` arithmetic, so a normalized predicate
 holds on exactly the same values as the predicate as written.
 """

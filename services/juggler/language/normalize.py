@@ -8,7 +8,7 @@ column may be absent). A comparison `a*x + b  op  c*y + d` is then solved:
   so equivalent spellings (`T.fluct < 0.5 * B.pressure`, `B.pressure > 2 * T.fluct`)
   become equal objects and can share a predicate list;
 * a column that cancels out (`N.b * 0 = 0`, `B.x - B.x < 1`, `U.name = U.name`): the
-  comparison is true or false whatever the value (DESIGN section 2). It becomes the
+  comparison is true or false whatever the value (semantics section 2). It becomes the
   per-event (SELF) predicate `x op 1 * x + (d - b)`, which for every finite number (and
   every string or boolean, with offset 0) holds exactly when `b op d` does, so every
   engine evaluates it as written with no new predicate kind: a true one lets every
@@ -18,7 +18,7 @@ column may be absent). A comparison `a*x + b  op  c*y + d` is then solved:
 
 Dividing by a coefficient flips the operator when the coefficient is negative. All of
 it is `Fraction` arithmetic on the exact values of the literals, so the normalized
-predicate holds on exactly the inputs the written one holds on (DESIGN section 2) --
+predicate holds on exactly the inputs the written one holds on (semantics section 2) --
 the property test in tests/unit/test_language_normalize.py checks that. Exact numbers
 can grow with every operation, so each intermediate and final one must fit
 MAX_CONSTANT_BITS; a longer chain of arithmetic is a QueryError, not a stall.
@@ -178,7 +178,7 @@ class Normalizer:
                     f"only constants in {quote(cmp.text)}",
                 )
             # `b op d` whatever the column's value: as `x op x + (d - b)`, which holds
-            # on every finite x exactly when `b op d` does (DESIGN section 2).
+            # on every finite x exactly when `b op d` does (semantics section 2).
             offset = d - b
             self.check_bits(cmp.clause, cmp.span, offset)
             return PairPredicate(PredicateKind.SELF, cancelled, op, _ONE, cancelled, offset, cmp.text)

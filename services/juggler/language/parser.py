@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Iterator, Union
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken
@@ -50,7 +50,7 @@ class Span:
 
 @dataclass(frozen=True)
 class NumberLit:
-    """A numeric literal, already the exact value DESIGN section 2 assigns to its text."""
+    """A numeric literal, already the exact value semantics section 2 assigns to its text."""
 
     value: Fraction
     span: Span
@@ -144,6 +144,21 @@ class SyntaxQuery:
     max_window: Duration | None
     where: tuple[Comparison, ...]
     end: Span  # just after the last token: where "found end of query" points
+
+
+def leaves(comparisons: Iterable[Comparison]) -> Iterator[Expr]:
+    """Every literal and column written in the comparisons, at any depth."""
+    stack: list[Expr] = [side for cmp in comparisons for side in (cmp.left, cmp.right)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Signed):
+            stack.append(node.operand)
+        elif isinstance(node, Sum):
+            stack.extend(term for _, term in node.terms)
+        elif isinstance(node, Product):
+            stack.extend(factor for _, factor in node.factors)
+        else:
+            yield node
 
 
 # --------------------------------------------------------------------------- parsing
@@ -260,7 +275,7 @@ def _exponent(text: str) -> int:
 
 
 def number_value(literal: str) -> Fraction:
-    """The exact value of a numeric literal (DESIGN section 2), or `LiteralError`.
+    """The exact value of a numeric literal (semantics section 2), or `LiteralError`.
 
     Integer literals are exact integers below 2^MAX_CONSTANT_BITS. Decimals and
     exponents are the double nearest to their text, because that is the value a user's
@@ -290,7 +305,7 @@ which is quadratic in the digits and refuses more than 4,300."""
 
 
 def _integer(literal: str) -> int:
-    """An integer literal's exact value (DESIGN section 2: every int64 compares exactly)."""
+    """An integer literal's exact value (semantics section 2: every int64 compares exactly)."""
     digits = literal.lstrip("0") or "0"
     value = int(digits) if len(digits) <= _INTEGER_DIGITS else None
     if value is None or value.bit_length() > MAX_CONSTANT_BITS:

@@ -2,7 +2,7 @@
 partition, like a Kafka Streams instance, each feeding one Juggler engine.
 
 Modules, one job each: `settings` (configuration), `worker` (the loop: fetch, route,
-clear, run, commit), `arrival` (the order a task takes its records in, DESIGN 4a),
+clear, run, commit), `arrival` (the order a task takes its records in, semantics 4a),
 `task` (one partition: engine, order, what it emits), `control_plane` (commands in,
 barriers out), `held_state` and `restore` (the state topic), `transactions` (one
 transaction per round), `deadletters`, `http_api` and `results_api` (HTTP), `metrics`,

@@ -1,4 +1,4 @@
-"""The order in which a task takes its records (DESIGN section 4a). Pure: no Kafka.
+"""The order in which a task takes its records (semantics section 4a). Pure: no Kafka.
 
 A task owns partition p of every stream topic. It takes, among the next unprocessed
 record of each stream partition, the one with the smallest event `ts` (ties: the

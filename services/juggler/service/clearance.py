@@ -1,4 +1,4 @@
-"""A clearance's broker requests (DESIGN 4a, `JugglerWorker._clear`), asked in a thread
+"""A clearance's broker requests (semantics 4a, `JugglerWorker._clear`), asked in a thread
 of their own.
 
 Why: a clearance is one or two broker requests (the group's committed control offset,

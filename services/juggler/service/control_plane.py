@@ -6,7 +6,7 @@ that cannot name a topic) gets a REJECTED status with the reason and changes not
 record that is not a command is dead-lettered as well. An accepted one gets its results
 topic, an ACCEPTED status, and one copy per partition on `juggler.control.fanout`
 carrying the barrier: the log-end offsets (last stable offsets) that partition's
-stream partitions had at acceptance. Task p applies it exactly there (DESIGN 4a).
+stream partitions had at acceptance. Task p applies it exactly there (semantics 4a).
 
 The accepted set is what the ACCEPTED statuses say: they are written in the same
 transaction as the control offsets, so on assignment the task reads the status topic

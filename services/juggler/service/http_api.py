@@ -13,7 +13,8 @@ worker 0.33 ms of CPU instead of 1.41 ms (docs/benchmarks.md, section manyquerie
 - `GET /progress`: per owned partition and stream partition, the next offset to
   process against the log end (asked now), and whether everything in the log is done;
 - `GET /health`: 200 once the assigned partitions are restored, 503 before, and 503
-  with the reason while the worker cannot commit (`JugglerWorker.unavailable`); its
+  with the reason while the worker cannot commit or its settings differ from its
+  group's (`JugglerWorker.unavailable`); its
   `results_index` says how the results index is (`results_health`);
 - `GET /health/results`: 503 while the results index is failed;
 - `GET /metrics`: Prometheus text.

@@ -11,10 +11,13 @@ reaches into a runtime.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
 
-from juggler.codec.avro import RESULT, Codec
+from juggler.codec.avro import COMMAND, RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import client_log, stamp, watched
@@ -22,6 +25,7 @@ from juggler.language import compile_query
 from juggler.language.model import Query
 from juggler.service.arrival import ArrivalOrder, IdleEstimate
 from juggler.service.deadletters import DeadLetters
+from juggler.service.group_settings import GroupSettings
 from juggler.service.loop_clock import LoopClock
 from juggler.service.restore import read_originals
 from juggler.service.settings import Settings
@@ -42,6 +46,10 @@ partition task then asks for the same queries in the same order, so a cache smal
 than the burst dropped each one before the tasks came to it (100,000 rules were
 compiled five times over with 4 partitions). A registered query's object is the
 engines' own, so the cache costs only the dict's entries for those."""
+FANOUT_CACHE = 16_384
+"""Decoded fanout commands kept per process (oldest dropped first): enough for the
+copies of a burst that the partitions' tasks apply a few rounds apart; a copy applied
+later is decoded again."""
 
 
 class TaskContext(Protocol):
@@ -66,6 +74,8 @@ class TaskContext(Protocol):
                       ) -> tuple[bytes, bool]: ...
 
     def compiled(self, query_id: str, text: str) -> Query: ...
+
+    def fanout_command(self, value: bytes | None) -> dict[str, Any]: ...
 
     def ensure_results_topic(self, query_id: str) -> None: ...
 
@@ -103,7 +113,20 @@ class Job:
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
-        self._compiled: dict[tuple[str, str], Query] = {}
+        # oldest first; OrderedDicts because a dict whose first key is popped again and
+        # again finds its new first key ever slower (the holes stay in front until the
+        # dict is resized)
+        self._compiled: OrderedDict[tuple[str, str], Query] = OrderedDict()
+        self._fanout: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
+
+    @property
+    def instance(self) -> str:
+        """This process's name in the group (`Settings.instance_id`, else host-pid)."""
+        return self.settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+
+    def group_settings(self) -> GroupSettings:
+        """What this runtime's results depend on, to compare with its group's."""
+        return GroupSettings.of(self.settings, self.partitions, self.codec)
 
     def arrival_order(self) -> ArrivalOrder:
         """A task's order of taking records: the worker's, which never overtakes a record
@@ -137,8 +160,21 @@ class Job:
         if query is None:
             query = self._compiled[key] = compile_query(query_id, text, self.catalog)
             if len(self._compiled) > COMPILED_CACHE:
-                self._compiled.pop(next(iter(self._compiled)))
+                self._compiled.popitem(last=False)
         return query
+
+    def fanout_command(self, value: bytes | None) -> dict[str, Any]:
+        """A fanout record's command, decoded once per process: every partition's copy
+        of an accepted command has the same value, so a burst of commands is decoded
+        once, not once per partition. Raises `CodecError`. The dict is shared by the
+        tasks: none may change it."""
+        command = self._fanout.get(value) if value is not None else None
+        if command is None:
+            command = self.codec.decode(COMMAND, value)
+            self._fanout[value] = command
+            if len(self._fanout) > FANOUT_CACHE:
+                self._fanout.popitem(last=False)
+        return command
 
     def ensure_results_topic(self, query_id: str) -> None:
         ensure_results_topic(self.settings, self.partitions, query_id)

@@ -1,4 +1,4 @@
-"""Where the worker's main loop spends its time, by phase (issue 13's profile).
+"""Where the worker's main loop spends its time, by phase.
 
 The loop runs one thing at a time, so its wall time splits into phases without
 overlap: the loop says which phase it enters, and the time since the last switch goes
@@ -17,7 +17,7 @@ from time import perf_counter, thread_time
 PHASES = {
     "poll": "waiting for and taking records from the consumer",
     "decode": "routing fetched records to their tasks and decoding them",
-    "order": "taking records in arrival order (DESIGN 4a)",
+    "order": "taking records in arrival order (semantics 4a)",
     "evaluate": "the operator (one native call per batch of events)",
     "publish": "results, dead letters and held-event references into the round's "
                "transaction",

@@ -1,4 +1,4 @@
-"""Prometheus metrics of one worker (DESIGN section 8), served at `/metrics`.
+"""Prometheus metrics of one worker (semantics section 8), served at `/metrics`.
 
 Counters the worker updates as it goes (events in, results out, dead letters, latency)
 are ordinary prometheus-client collectors; what the engines measure themselves
@@ -80,7 +80,7 @@ class WorkerMetrics:
             "that carries it (the transaction in flight finishing)", TRANSACTION_BUCKETS, r)
         self.clearance = _CountedHistogram(
             "juggler_clearance_seconds",
-            "From a clearance question (DESIGN 4a: no command can still apply below the "
+            "From a clearance question (semantics 4a: no command can still apply below the "
             "records fetched) to the loop taking its answer: the broker round trips a "
             "fetched record waits for before it can be taken", TRANSACTION_BUCKETS, r)
         self.restore_missing = Counter(
@@ -143,7 +143,7 @@ class WorkerMetrics:
         scrape has exported its final count: at the first scrape that finds it
         unchanged since the one before. A round committed after the deregistration
         (its results came before the command) still counts, and is exported, before
-        the series goes. Registration at runtime is ordinary (DESIGN 7: a rule per
+        the series goes. Registration at runtime is ordinary (semantics 7: a rule per
         patient, added and dropped as patients come and go), and a series per query
         ever registered would grow the worker's memory and every scrape without bound;
         Kafka Streams likewise drops a closed task's metrics. A query registered again
@@ -166,7 +166,7 @@ class WorkerMetrics:
 class _CountedHistogram:
     """A histogram that takes an observation `count` times in one call: every result of
     an event has the same latency, and prometheus-client's `Histogram.observe` once per
-    result was 7.5% of the worker's main thread on workload K (issue 13)."""
+    result costs the worker's main thread a lock and a bucket search per result."""
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...],
                  registry: CollectorRegistry | None = None) -> None:

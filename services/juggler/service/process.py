@@ -47,6 +47,14 @@ class WorkerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 90.0) -> Self:
+        """Start the worker and wait until `/health` answers 200."""
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the worker without waiting for it (one refused by its group never
+        gets ready)."""
         self.starts += 1
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         with open(self.logfile, "ab") as log:
@@ -55,8 +63,6 @@ class WorkerProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "juggler.cli", "worker"],
                                          env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
-        self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float) -> None:
         """The web server starts after table recovery, so /health answering means ready."""

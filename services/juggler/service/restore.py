@@ -123,6 +123,10 @@ def read_partitions(worker: Any, tps: list[tuple[str, int]]
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "log_level": 3})
     try:
+        # the leaders known before the assignment: librdkafka asks where a partition
+        # begins only once it knows the leader, else it retries after 500 ms
+        for topic in {t for t, _ in left}:
+            consumer.list_topics(topic, timeout=30)
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in left])
         while left:
             for m in consumer.consume(10_000, timeout=READ_WAIT):

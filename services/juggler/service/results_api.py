@@ -3,8 +3,8 @@
 A results topic is the result store of record: it is retained, only committed
 transactions are visible to a read_committed reader, and a position in it never
 changes. Every query is served from the worker's index of the topic it publishes to
-(`results_store`): the shared `juggler.results`, or its own topic if it asked for one
-(read with a consumer per request until issue 11: ~165 ms a page).
+(`results_store`): the shared `juggler.results`, or its own topic if it asked for one;
+a consumer per request would pay a connection and a fetch for every page.
 
 A cursor is opaque to clients: URL-safe base64 of the next offset to read per
 partition. No `after` means from the beginning (the oldest retained result). A client

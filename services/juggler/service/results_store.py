@@ -9,11 +9,11 @@ SQLite table keyed by (query, topic, partition, offset), with the offsets indexe
 far in the same transaction. A page is one indexed range scan per partition, so a read
 costs the same whether a topic holds ten results or ten million, and many readers do
 not slow the worker (SQLite in WAL mode: readers never wait for the writer). Cursors
-are the same as before: per partition of the query's topic, the next offset to read.
+hold, per partition of the query's topic, the next offset to read.
 
 Each result is kept as the JSON text the API sends, so a page is a concatenation of
 rows (`results_api.page_body`), with nothing decoded or encoded per request. A
-worker's result is written as that text in Rust (`_row`), an eighth of the cost of
+worker's result is written as that text in Rust (`index_row`), an eighth of the cost of
 decoding it and calling `json.dumps`, which every other message still takes.
 
 Why a process and not a thread: decoding every result, writing its JSON and inserting
@@ -471,7 +471,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
                 assigned += _assign_new(consumer, wanted - read, read, resume)
             rows = []
             for m in consumer.consume(5000, timeout=0.2):
-                if m.error() is None and (row := _row(m, codec, header)) is not None:
+                if m.error() is None and (row := index_row(m, codec, header)) is not None:
                     rows.append(row)
             positions = consumer.position([TopicPartition(t.topic, t.partition)
                                            for t in assigned]) if assigned else []
@@ -533,7 +533,7 @@ def _assign_new(consumer: Any, topics: set[str], read: set[str],
     return new
 
 
-def _row(m: Any, codec: Any, header: bytes) -> Row | None:
+def index_row(m: Any, codec: Any, header: bytes) -> Row | None:
     """A result as its row of the index. A worker's result (a query header, our own
     Result schema's single-object header, a plain body) is written as JSON in Rust
     (`juggler_native.result_json`, the same text in a fraction of the time); any other

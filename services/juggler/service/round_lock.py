@@ -6,8 +6,9 @@ hundred milliseconds and more, and the loop takes the lock again the moment it l
 of it (it holds the GIL; a waiting thread is only woken), so a page read under a plain
 lock waited for whole rounds, several in a row (`/metrics` p99 0.4 s on a busy worker).
 Here a reader says it is waiting, and the loop, at the points of a round where the
-tasks are consistent (`pause`: between two tasks), hands the lock over and takes it
-back once the readers are done: a reader waits for at most one task's batch.
+tasks are consistent (`pause`: between two tasks, and inside a task's run after every
+`task.HANDOVER_EVENTS` events), hands the lock over and takes it back once the readers
+are done: a reader waits for at most one such batch.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ RUNTIMES = ("worker", "faust")
 class Settings:
     runtime: str = "worker"
     """Which runtime `juggler worker` runs: `worker`, this package's own over librdkafka
-    (exactly once, DESIGN 4a's order; docs/worker.md), or `faust`, the Faust app
+    (exactly once, semantics 4a's order; docs/worker.md), or `faust`, the Faust app
     `juggler.faust.app` (at least once, a reorder buffer; docs/faust.md)."""
     bootstrap: str = "127.0.0.1:9092"
     """Kafka bootstrap servers, `host:port[,host:port]`."""
@@ -63,7 +63,7 @@ class Settings:
     idle_margin_ms: int = DEFAULT_IDLE_MARGIN_MS
     """See `DEFAULT_IDLE_MARGIN_MS`."""
     reorder_ms: int = 1000
-    """The Faust runtime's reorder buffer (`juggler.faust.reorder`, DESIGN 4b): how long
+    """The Faust runtime's reorder buffer (`juggler.faust.reorder`, semantics 4b): how long
     a record waits for the records of another stream partition that is silent. The
     worker does not use it: it knows the log ends, and waits `max_idle_ms` only for a
     partition that is caught up."""
@@ -82,7 +82,7 @@ class Settings:
     """A Confluent-compatible schema registry; unused unless the codec supports it."""
     topic_prefix: str = ""
     """Prepended to every topic name the worker reads or writes (test isolation, or
-    several Juggler deployments on one cluster). The default keeps DESIGN's names."""
+    several Juggler deployments on one cluster). The default keeps docs/semantics.md's names."""
     create_topics: bool = True
     """Apply the topic specs (idempotently) before the worker starts consuming."""
     batch_max: int = 1000

@@ -1,8 +1,8 @@
-"""The topics one worker uses (DESIGN section 7), with the deployment's prefix.
+"""The topics one worker uses (semantics section 7), with the deployment's prefix.
 
 The names come from `juggler.kafka.names`; `Settings.topic_prefix` is prepended so that
 tests (or two deployments) can share a cluster. With the default empty prefix these are
-exactly DESIGN's names.
+exactly docs/semantics.md's names.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ class TopicNames:
     @property
     def state(self) -> str:
         return self.prefix + names.STATE
+
+    @property
+    def settings(self) -> str:
+        return self.prefix + names.SETTINGS
 
     @property
     def deadletter(self) -> str:

@@ -25,7 +25,6 @@ import gc
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -83,7 +82,7 @@ class JugglerWorker(Job):
         self.metrics = WorkerMetrics(self)
         self.lock = RoundLock()
         """Held while a round changes the tasks (not while it waits, and handed over
-        between two tasks' batches); the HTTP pages take it to read them."""
+        between two batches of a task's run); the HTTP pages take it to read them."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
@@ -93,6 +92,8 @@ class JugglerWorker(Job):
         self._fault: tuple[float, str] | None = None
         """(since when, what) of the Kafka failure the worker is recovering from, until
         its tasks are restored again."""
+        self._refused: str | None = None
+        """Why this worker stays out of its group (`_await_agreement`), until it joins."""
         self._backoff = Backoff()
         self._outages = 0
         """`ClientLog.outages` when the admin client was last made (`renew_admin`)."""
@@ -154,7 +155,8 @@ class JugglerWorker(Job):
                  server.port, " (bearer token required)" if self.settings.web_token else "",
                  self.partitions, self.settings.app_id)
         try:
-            self._supervise()
+            if self._await_agreement():
+                self._supervise()
         except Exception as exc:
             log.critical("worker failed: %s; exiting with status %d", exc, FAILURE_EXIT,
                          exc_info=True)
@@ -164,6 +166,31 @@ class JugglerWorker(Job):
             os._exit(FAILURE_EXIT)
         self.results_store.stop()
         log.info("worker stopped")
+
+    def _await_agreement(self) -> bool:
+        """Join the group only with its settings (`settings_log`): until this worker's
+        are the group's, it takes no partition, says why in its log and on `/health`,
+        and reads the group's again every `RECHECK_EVERY` seconds (an operator may reset
+        them meanwhile). True once they agree; False if stopped first."""
+        from juggler.control.client import ControlError
+        from juggler.service import settings_log
+
+        mine = self.group_settings()
+        while not self._stop.is_set():
+            try:
+                reason, level = settings_log.agree(self, mine, self.instance), logging.ERROR
+            except (KafkaException, ControlError) as exc:
+                reason = f"cannot read the group's settings from {self.names.settings}: " \
+                         f"{exc}; asking again"
+                level = logging.WARNING
+            if reason is None:
+                self._refused = None
+                return True
+            if reason != self._refused:
+                log.log(level, "%s", reason)
+            self._refused = reason
+            self._stop.wait(settings_log.RECHECK_EVERY)
+        return False
 
     def _supervise(self) -> None:
         """Run the loop until stopped. When Kafka fails under it in a way the worker can
@@ -235,6 +262,8 @@ class JugglerWorker(Job):
 
     def unavailable(self) -> str | None:
         """Why the worker cannot commit or restore now, as `/health` says it, or None."""
+        if self._refused is not None:
+            return self._refused
         down = super().unavailable()
         if down is not None or self._fault is None:
             return down
@@ -248,8 +277,8 @@ class JugglerWorker(Job):
         from juggler.service.transactions import Transactions
 
         settings = self.settings
-        instance = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-        self.transactions = Transactions(self.client_config, f"{settings.app_id}-{instance}",
+        self.transactions = Transactions(self.client_config,
+                                         f"{settings.app_id}-{self.instance}",
                                          self.max_record_bytes, self.metrics.transaction_done)
         self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0),
                                         self.metrics.clearance.observe)
@@ -455,8 +484,8 @@ class JugglerWorker(Job):
         until: float | None = None
         busy = False
         for task in list(self.tasks.values()):
-            self.lock.pause()  # between two tasks' batches: a page waits for one at most
-            wait = task.run(outbox, counts, self.settings.batch_max, now)
+            self.lock.pause()  # between two tasks' batches; the task's run pauses within
+            wait = task.run(outbox, counts, self.settings.batch_max, now, self.lock.pause)
             if wait is None:
                 busy = True
                 continue
@@ -531,7 +560,7 @@ class JugglerWorker(Job):
 
     def _clear(self) -> None:
         """Clear the records fetched so far once no command can be accepted with a
-        barrier below them that a task has not seen (DESIGN 4a): every control record
+        barrier below them that a task has not seen (semantics 4a): every control record
         up to the control log's end is decided and committed (the group's committed
         control offset reached it), and each task has fetched its fanout partition up to
         where it ended after that.

@@ -1,6 +1,6 @@
 """The event archive: recorded events as files, one directory per stream.
 
-Layout (the decision DESIGN leaves open; docs/spark.md): `ARCHIVE/<S>/` holds the
+Layout (the decision docs/semantics.md leaves open; docs/spark.md): `ARCHIVE/<S>/` holds the
 events of stream `S` as Parquet (`*.parquet`) or Avro container files (`*.avro`), with
 the columns
 
@@ -8,11 +8,13 @@ the columns
 
 `position` is the event's place in the archive's **arrival order**, 0-based and
 unique across all streams: the order the events entered, which decides lateness
-(DESIGN 3) and which `sources` name (DESIGN 5: `juggler eval`'s line numbers). An
+(semantics 3) and which `sources` name (semantics 5: `juggler eval`'s line numbers). An
 archive made from an events file (`import_events`) has position = line number - 1, so
 `juggler spark backfill` and `juggler eval` name the same events the same way.
 Data columns have the Spark types of the stream's Avro fields (`schemas/`), so an
-archive can be replayed onto the stream topics with `to_avro` as it is.
+archive can be replayed onto the stream topics with `to_avro` as it is. Control lines
+(registrations, deregistrations) are kept beside the streams in `ARCHIVE/control.jsonl`
+with their positions (`juggler.spark.shared`).
 """
 
 from __future__ import annotations
@@ -109,17 +111,21 @@ def read_archive(spark: SparkSession, directory: Path, codec: Codec,
 def import_events(spark: SparkSession, events: Path, directory: Path, codec: Codec,
                   fmt: str = "parquet") -> int:
     """Turn a `juggler eval` events file into an archive (position = line - 1);
-    return the number of events. Control lines are left out (an archive holds only
-    events) but keep their line numbers, so positions still name eval's lines."""
+    return the number of events. Control lines go to the archive's `control.jsonl`
+    with their positions (the streams hold only events), so positions still name
+    eval's lines and the shared backfill applies each command where eval does."""
     from juggler.codec.jsonl import parse_event_line
     from juggler.offline import BadInput as EvalBadInput
     from juggler.offline import conform, read_checked
+    from juggler.spark.shared import write_control_lines
 
     schemas = Schemas(load_avro_schemas(codec.schemas_dir))
     rows: dict[str, list[tuple[Any, ...]]] = {s: [] for s in codec.stream_names()}
+    commands = []
     try:
         for line, record in read_checked(events, parse_event_line):
             if not isinstance(record, EventRecord):
+                commands.append((line - 1, record))
                 continue
             data = conform(schemas, events, line, record)
             columns = data_columns(codec, record.stream)
@@ -130,6 +136,7 @@ def import_events(spark: SparkSession, events: Path, directory: Path, codec: Cod
         raise BadInput(str(exc)) from None
     write_archive({s: spark.createDataFrame(r, stream_schema(codec, s))
                    for s, r in rows.items() if r}, directory, fmt)
+    write_control_lines(directory, commands)
     return sum(len(r) for r in rows.values())
 
 

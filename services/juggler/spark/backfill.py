@@ -1,9 +1,9 @@
 """`juggler spark backfill`: a registered query over an archive, at Spark scale.
 
-PSoup's idea (new queries over old data) with DESIGN's semantics: the query counts
+PSoup's idea (new queries over old data) with docs/semantics.md's semantics: the query counts
 as registered before the archive's first event, exactly like `juggler eval`'s
 queries.jsonl, so the results are every combination of accepted events that the
-query's predicates and MAXWINDOW admit (DESIGN 3), each once. Accepted means:
+query's predicates and MAXWINDOW admit (semantics 3), each once. Accepted means:
 
 - well-formed: key, ts, position and every column present, numbers finite (the
   worker dead-letters the rest, and they move nobody's `maxts`);
@@ -57,7 +57,7 @@ class Accepted:
 
 def accepted_events(frames: Mapping[str, DataFrame], codec: Codec,
                     allowed_lateness: int) -> Accepted:
-    """Drop malformed rows, then late events (DESIGN 3), judged over all streams in
+    """Drop malformed rows, then late events (semantics 3), judged over all streams in
     position order; malformed rows move no key's maxts."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

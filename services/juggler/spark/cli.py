@@ -141,47 +141,73 @@ def replay_command(bootstrap: str, from_archive: Path | None, from_topics: bool,
 
 
 @spark.command("backfill")
-@click.option("--query-id", required=True, metavar="ID", help="The query's id.")
-@click.option("--text", default=None,
-              help="The query text (default: the id's registered text on the control topic).")
+@click.option("--queries", "queries_file", default=None, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Queries as JSON lines, like `juggler eval --queries`.")
+@click.option("--query-id", default=None, metavar="ID",
+              help="One query: its registered text on the control topic, or --text.")
+@click.option("--text", default=None, help="The text of --query-id's query.")
 @click.option("--archive", required=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="The events to apply the query to.")
-@click.option("--to-topic", is_flag=True, help="Write to the query's results topic.")
+              help="The events to apply the queries to.")
+@click.option("--to-topic", is_flag=True, help="Write to the shared results topic.")
 @click.option("--out", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, path_type=Path),
               help="Write JSON lines like `juggler eval --out` (written only on success).")
 @click.option("--allowed-lateness", default=0, show_default=True, metavar="MS",
               type=click.IntRange(min=0), help="As the worker's and eval's.")
-@click.option("--explain", is_flag=True, help="Print the Spark SQL statement and exit.")
+@click.option("--reference", is_flag=True,
+              help="Run --query-id's query as its own Spark SQL interval join, the "
+                   "independent reference, instead of the shared operator.")
+@click.option("--explain", is_flag=True,
+              help="With --reference: print the Spark SQL statement and exit.")
 @kafka_options
 @_prefix
 @_schemas
-def backfill_command(query_id: str, text: str | None, archive: Path, to_topic: bool,
-                     out: Path | None, allowed_lateness: int, explain: bool, bootstrap: str,
-                     topic_prefix: str, schemas_dir: Path | None) -> None:
-    """Apply a query to an archive: the results `juggler eval` gives on those events."""
+def backfill_command(queries_file: Path | None, query_id: str | None, text: str | None,
+                     archive: Path, to_topic: bool, out: Path | None, allowed_lateness: int,
+                     reference: bool, explain: bool, bootstrap: str, topic_prefix: str,
+                     schemas_dir: Path | None) -> None:
+    """Apply queries to an archive: the results `juggler eval` gives on those events.
+
+    The queries are --queries FILE, or --query-id ID (with --text, or its registered
+    text), or else every query registered on the control topic. They all run in one
+    pass over the archive, with the archive's control lines applied where they are.
+    """
     from juggler.service.topic_names import TopicNames
-    from juggler.spark import backfill
-    from juggler.spark.progress import Progress
+    from juggler.spark import backfill, shared
+    from juggler.spark.progress import Progress, StageProgress
 
     if not explain and to_topic == (out is not None):
         raise click.UsageError("give exactly one of --to-topic or --out FILE")
+    if queries_file is not None and (query_id is not None or text is not None):
+        raise click.UsageError("give --queries FILE or --query-id ID, not both")
+    if text is not None and query_id is None:
+        raise click.UsageError("--text needs --query-id")
+    if (reference or explain) and query_id is None:
+        raise click.UsageError("--reference and --explain run one query: give --query-id")
     names = TopicNames(topic_prefix)
-    problem = names.query_id_problem(query_id)
-    if problem:
-        raise click.BadParameter(problem, param_hint="--query-id")
+    for given in [query_id] if query_id is not None else []:
+        problem = names.query_id_problem(given)
+        if problem:
+            raise click.BadParameter(problem, param_hint="--query-id")
     with _job() as start:
         codec = _codec(schemas_dir)
-        query = _query(query_id, text, codec, bootstrap, topic_prefix)
+        queries = _queries(queries_file, query_id, text, codec, bootstrap, topic_prefix)
         if explain:
-            click.echo(backfill.statement(query, codec).sql)
+            click.echo(backfill.statement(queries[0], codec).sql)
             return
         session = start()
         progress = Progress("backfill", None, unit="results")
-        backfill.run(session, query, archive, codec, progress,
-                     allowed_lateness=allowed_lateness, out=out, bootstrap=bootstrap,
-                     names=names)
+        with StageProgress(session, progress):
+            if reference:
+                backfill.run(session, queries[0], archive, codec, progress,
+                             allowed_lateness=allowed_lateness, out=out,
+                             bootstrap=bootstrap, names=names)
+            else:
+                shared.run(session, queries, archive, codec, progress,
+                           allowed_lateness=allowed_lateness, out=out, bootstrap=bootstrap,
+                           names=names)
         progress.finish()
 
 
@@ -220,7 +246,7 @@ def _job() -> Iterator[Callable[[], SparkSession]]:
         from juggler.spark.session import spark_session
 
         click.echo("starting Spark ...", err=True)
-        return spark_session()
+        return spark_session(ui=True)
 
     try:
         yield start
@@ -237,22 +263,39 @@ def _codec(schemas_dir: Path | None) -> Codec:
     return Codec(schemas_dir, registry_url="")
 
 
-def _query(query_id: str, text: str | None, codec: Codec, bootstrap: str,
-           topic_prefix: str) -> Query:
-    """The query compiled against the schemas: the given text, or the text of the id's
-    last REGISTER on the control topic."""
+def _queries(queries_file: Path | None, query_id: str | None, text: str | None,
+             codec: Codec, bootstrap: str, topic_prefix: str) -> list[Query]:
+    """The queries compiled against the schemas: the file's, or the one id's (its
+    given text, or the text of its last REGISTER on the control topic), or every query
+    registered on the control topic."""
+    from juggler.codec.jsonl import parse_query_line
     from juggler.control.client import ControlError, read_control
     from juggler.language import compile_query
+    from juggler.offline import BadInput as EvalBadInput
+    from juggler.offline import read_checked
     from juggler.spark.errors import BadInput, JobError
 
-    if text is None:
+    if queries_file is not None:
         try:
-            state = read_control(bootstrap, codec=codec,
-                                 prefix=topic_prefix).queries.get(query_id)
-        except ControlError as exc:
-            raise JobError(str(exc)) from None
+            lines = [q for _, q in read_checked(queries_file, parse_query_line)]
+        except EvalBadInput as exc:
+            raise BadInput(str(exc)) from None
+        return [compile_query(q.id, q.text, codec.catalog()) for q in lines]
+    if text is not None and query_id is not None:
+        return [compile_query(query_id, text, codec.catalog())]
+    try:
+        states = read_control(bootstrap, codec=codec, prefix=topic_prefix).queries
+    except ControlError as exc:
+        raise JobError(str(exc)) from None
+    if query_id is not None:
+        state = states.get(query_id)
         if state is None or not state.registered or state.command.text is None:
             raise BadInput(f"query {query_id!r} is not registered on the control topic; "
                            f"give --text")
-        text = state.command.text
-    return compile_query(query_id, text, codec.catalog())
+        return [compile_query(query_id, state.command.text, codec.catalog())]
+    registered = [(s.id, s.command.text) for s in states.values() if s.registered]
+    queries = [compile_query(i, t, codec.catalog()) for i, t in registered if t is not None]
+    if not queries:
+        raise BadInput("no query is registered on the control topic; give --queries "
+                       "FILE or --query-id ID --text TEXT")
+    return queries

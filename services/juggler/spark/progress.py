@@ -9,8 +9,9 @@ slices of event time); `Pacer` holds each step back until its scheduled start, a
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 
 class Progress:
@@ -54,3 +55,46 @@ class Pacer:
         delay = self.started + step * self.seconds_per_step - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+
+
+class StageProgress:
+    """A line per finished Spark stage, and the Spark UI's address, while a job runs.
+
+    Why: a backfill is a few long stages (read and shuffle, the engines, the output);
+    without these lines a user sees nothing for minutes. A thread polls Spark's status
+    tracker (the driver's view of stages), so nothing in the job has to report."""
+
+    def __init__(self, spark: Any, progress: Progress, every: float = 0.5) -> None:
+        self.context = spark.sparkContext
+        self.progress, self.every = progress, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="stage-progress", daemon=True)
+        self.seen: dict[int, tuple[str, int]] = {}
+
+    def __enter__(self) -> StageProgress:
+        url = self.context.uiWebUrl
+        self.progress.note(f"Spark UI at {url}" if url else "Spark UI off (spark.ui.enabled)")
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._poll()
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.every):
+            self._poll()
+
+    def _poll(self) -> None:
+        tracker = self.context.statusTracker()
+        active = set(tracker.getActiveStageIds())
+        for stage in active:
+            info = tracker.getStageInfo(stage)
+            if info is not None:
+                self.seen[stage] = (info.name, info.numTasks)
+        for stage in sorted(set(self.seen) - active):
+            name, tasks = self.seen.pop(stage)
+            call = name.split(" at ")[0]  # the action (count, load...), or a closure's name
+            label = "shuffle" if call.startswith("$") else call
+            self.progress.note(f"stage {stage} done ({tasks} tasks): {label}")

@@ -20,14 +20,16 @@ MASTER_ENV = "JUGGLER_SPARK_MASTER"
 """The Spark master URL (default `local[*]`); e.g. `spark://host:7077` in production."""
 
 
-def spark_session(app_name: str = "juggler") -> SparkSession:
+def spark_session(app_name: str = "juggler", *, ui: bool = False) -> SparkSession:
     """The process's SparkSession, created with the connector jars on first call.
 
     Python workers (backfill's exact checks) run this interpreter unless
     `PYSPARK_PYTHON` says otherwise; on a cluster the executors need the juggler
     package installed too. Shuffles use few partitions: the jobs' data is keyed by entity and the local
-    default of 200 partitions only adds scheduling overhead. The UI is off because a
-    CLI job does not need a web server (and tests run several sessions' worth of jobs).
+    default of 200 partitions only adds scheduling overhead. The UI is on only with `ui`
+    (the CLI's jobs print its address; tests and benchmarks need no web server).
+    Executors import juggler and its native operator: on a cluster, ship them a packed
+    environment (docs/spark.md, "On a cluster").
     """
     from pyspark.sql import SparkSession
 
@@ -38,7 +40,7 @@ def spark_session(app_name: str = "juggler") -> SparkSession:
     builder = (SparkSession.builder.appName(app_name)
                .master(os.environ.get(MASTER_ENV, "local[*]"))
                .config("spark.jars", jars)
-               .config("spark.ui.enabled", "false")
+               .config("spark.ui.enabled", "true" if ui else "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC"))

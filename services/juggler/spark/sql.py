@@ -3,14 +3,14 @@
 Why SQL text: it can be printed (`juggler spark backfill --explain`), read against the
 query, and run by any Spark. The statement joins one event per FROM stream on the
 entity key and a time bucket, and keeps the combinations where every predicate and
-MAXWINDOW hold: exactly DESIGN section 3's results when all events are accepted ones.
+MAXWINDOW hold: exactly semantics section 3's results when all events are accepted ones.
 
 - Interval join. MAXWINDOW W bounds every result, so with buckets of width
   w = max(W, 1) ms every event of a result lies in the bucket of the first FROM
   stream's event or in one of its two neighbours. Each other stream's events are
   exploded into their bucket and both neighbours and joined on `(key, bucket)`; every
   combination meets exactly one copy of each partner, so none is found twice.
-- Exactness (DESIGN 2). Comparisons must hold exactly as written over the values, and
+- Exactness (semantics 2). Comparisons must hold exactly as written over the values, and
   Spark has no exact arithmetic for doubles. So:
   - An attribute predicate on a double becomes a comparison with the float threshold
     `juggler.engine.exact` computes (exact for every double); on an integer column,

@@ -33,7 +33,7 @@ PRODUCER_OPTIONS = {
     "kafka.batch.size": "262144",
 }
 UNPREFIXED = TopicNames()
-"""DESIGN's topic names, with no prefix (the jobs' default)."""
+"""docs/semantics.md's topic names, with no prefix (the jobs' default)."""
 WRITE_PARTITIONS = 4
 """Spark partitions (concurrent producers) a write is spread over, by key."""
 

@@ -2,8 +2,8 @@
 //! pieces the operator writes results from without building Python objects.
 //!
 //! Why in Rust: at 100 join queries results outnumber events, and building a Python
-//! `Result`, its record dict and then its bytes was a fifth of the worker's time
-//! (issue 13). The bytes must be exactly those `juggler.codec.result_body` writes
+//! `Result`, its record dict and then its bytes would cost more than evaluating
+//! the event. The bytes must be exactly those `juggler.codec.result_body` writes
 //! (fastavro's): the tests in `tests/unit/test_native_results.py` hold them equal.
 //!
 //! Layout: query (string), key (string), ts (long), sources (map of Position {topic:

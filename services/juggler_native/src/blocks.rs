@@ -1,5 +1,5 @@
 //! Sets of query bits, and sorted sequences of entries holding them, in memory linear
-//! in what is registered and changed in time independent of it (DESIGN section 7: no
+//! in what is registered and changed in time independent of it (semantics section 7: no
 //! command's cost grows with what is already registered).
 //!
 //! A predicate list answers a probe with the union of the query sets of the entries on

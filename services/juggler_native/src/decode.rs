@@ -2,7 +2,7 @@
 //! without Python: the worker's per-record decoding.
 //!
 //! Why in Rust: fastavro's reader, the finite-number check and the `Event` and dict
-//! built per record were a quarter of the worker's time per record (issue 13). The
+//! built per record were a large share of the worker's time per record. The
 //! reader here only takes the plain case, the one encoding a correct writer produces:
 //! the schema's single-object header, minimal varints, booleans 0 or 1, strings of
 //! valid UTF-8, finite numbers, no trailing bytes, and a present UTF-8 key of at most

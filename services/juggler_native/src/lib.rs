@@ -1,4 +1,4 @@
-//! The Juggler operator (issue 10): every registered query over one shared state, in
+//! The Juggler operator: every registered query over one shared state, in
 //! Rust.
 //!
 //! Per event, the operator finds the queries the event's attributes satisfy, retrieves

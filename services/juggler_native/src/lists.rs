@@ -1,7 +1,7 @@
-//! Predicate lists (DESIGN section 6): similar predicates share a list, and one probe
+//! Predicate lists (semantics section 6): similar predicates share a list, and one probe
 //! per list yields, as a query mask, every query whose predicate in it fails.
 //!
-//! Every list answers exactly what the predicates say (DESIGN section 2). Python
+//! Every list answers exactly what the predicates say (semantics section 2). Python
 //! computes, once per predicate, the thresholds that make a comparison of a double or
 //! a 64-bit int exact (`juggler.engine.native_engine`); a pair difference
 //! `d = l - f*r` is exact in i128 when both values are ints and `f` an integer, and is

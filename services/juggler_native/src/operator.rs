@@ -736,7 +736,7 @@ impl Operator {
 
     // registration ---------------------------------------------------------------
     //
-    // No registration's cost grows with what is registered (DESIGN section 7): lists
+    // No registration's cost grows with what is registered (semantics section 7): lists
     // add an entry or a bit in `Blocked` storage, a node appends a check, a query's
     // plans are its own, and masks widen by doubling.
 
@@ -1245,7 +1245,7 @@ impl Operator {
         store.cached(i, version).unwrap()
     }
 
-    /// Accept an event and return the results whose last event it is (DESIGN 3).
+    /// Accept an event and return the results whose last event it is (semantics 3).
     pub fn process(&mut self, ev: Incoming, exact: &mut dyn Exact) -> Result<Vec<Hit>, Late> {
         if !self.keys.contains_key(ev.key) {
             self.keys.insert(ev.key.into(), KeyState::default());

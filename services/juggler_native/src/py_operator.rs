@@ -98,11 +98,13 @@ fn distinct<'a>(names: impl ExactSizeIterator<Item = &'a [u8]>) -> bool {
     names.collect::<std::collections::HashSet<_>>().len() == n
 }
 
-/// Sendable: the worker's HTTP thread reads its counters for /metrics. Every call
-/// holds the GIL and none releases it, so the borrow checks never see two at once.
 /// A predicate list for Python: family, left column, right column, factor, size.
 type ListRow = (&'static str, String, Option<String>, Option<f64>, usize);
 
+/// Sendable: the worker's HTTP thread reads its counters for /metrics, under the
+/// worker's round lock, never during a batch. `process_batch_encoded` evaluates
+/// without the GIL; a call from another thread meanwhile would fail PyO3's borrow
+/// check (a RuntimeError), never see the operator half-changed.
 #[pyclass(name = "Operator", module = "juggler_native")]
 pub struct PyOperator {
     core: Operator,
@@ -128,34 +130,34 @@ pub struct PyOperator {
 }
 
 /// The exact fallback, answered by the Python callable; the first error is kept and
-/// raised once the core returns.
-struct PyExact<'a, 'py> {
-    py: Python<'py>,
-    f: &'a Bound<'py, PyAny>,
+/// raised once the core returns. It takes the GIL for each question (at once when the
+/// thread holds it), so the core may evaluate without it (`process_batch_encoded`).
+struct PyExact<'a> {
+    f: &'a Py<PyAny>,
     error: Option<PyErr>,
 }
 
-impl PyExact<'_, '_> {
+impl PyExact<'_> {
     fn ask(&mut self, pred: u32, l: &V, r: Option<&V>) -> bool {
         if self.error.is_some() {
             return false;
         }
-        let call = || -> PyResult<bool> {
-            let l = to_py(self.py, l)?;
+        let call = |py: Python<'_>| -> PyResult<bool> {
+            let l = to_py(py, l)?;
             let r = match r {
-                Some(r) => to_py(self.py, r)?,
-                None => self.py.None().into_bound(self.py),
+                Some(r) => to_py(py, r)?,
+                None => py.None().into_bound(py),
             };
-            self.f.call1((pred, l, r))?.is_truthy()
+            self.f.bind(py).call1((pred, l, r))?.is_truthy()
         };
-        call().unwrap_or_else(|e| {
+        Python::attach(call).unwrap_or_else(|e| {
             self.error = Some(e);
             false
         })
     }
 }
 
-impl Exact for PyExact<'_, '_> {
+impl Exact for PyExact<'_> {
     fn attr(&mut self, pred: u32, v: &V) -> bool {
         self.ask(pred, v, None)
     }
@@ -572,6 +574,7 @@ impl PyOperator {
         let out = PyList::empty(py);
         for hit in &hits {
             let q = &self.queries[&hit.bit];
+            body.clear();
             if self.write_body(q, key, hit, body) && (body.len() + key.len()) as i64 <= budget {
                 let item = PyTuple::new(py, [q.id.bind(py).as_any(), PyBytes::new(py, body).as_any()])?;
                 untrack(&item);
@@ -583,9 +586,9 @@ impl PyOperator {
         Ok(out)
     }
 
-    /// Write the Avro body of a `juggler.Result` (schemas/Result.avsc) into `out`,
+    /// Append the Avro body of a `juggler.Result` (schemas/Result.avsc) to `out`,
     /// the bytes `result_body(result_record(r))` gives for the `Result` r that
-    /// `result` builds; false, with `out` unusable, for a result it does not write
+    /// `result` builds; false, with what it appended unusable, for a result it does not write
     /// the same way: a query `QueryAvro::new` refuses, a position that is not
     /// (topic, partition, offset) as `position_prefix` takes it, or an int beyond 64
     /// bits in the row. Python then builds and encodes that result as before, and
@@ -593,7 +596,6 @@ impl PyOperator {
     fn write_body(&self, q: &QueryInfo, key: &str, hit: &Hit, out: &mut Vec<u8>) -> bool {
         let Some(qa) = &q.avro else { return false };
         let ks = &self.core.keys[key];
-        out.clear();
         out.extend_from_slice(&qa.id);
         avro::string(out, key);
         avro::long(out, hit.ts);
@@ -643,14 +645,11 @@ impl PyOperator {
 
     /// Evaluate one event: its key object and the core's outcome (the results it
     /// completes, or the key's maxts when it is late).
-    fn evaluate<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyString>, Outcome)> {
-        let key_ob = match event.cast::<DecodedEvent>() {
-            Ok(decoded) => decoded.get().key.bind(py).clone(),
-            Err(_) => event.getattr(intern!(py, "key"))?.cast_into::<PyString>()?,
-        };
+    fn evaluate<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Py<PyAny>) -> PyResult<(Bound<'py, PyString>, Outcome)> {
+        let key_ob = event_key(py, event)?;
         let key = key_ob.to_str()?;
         let incoming = self.incoming(py, event, key)?;
-        let mut ex = PyExact { py, f: exact, error: None };
+        let mut ex = PyExact { f: exact, error: None };
         let outcome = self.core.process(incoming, &mut ex);
         if let Some(e) = ex.error {
             return Err(e);
@@ -659,7 +658,7 @@ impl PyOperator {
     }
 
     /// The event's results (None when there are none), or the key's maxts when late.
-    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    fn process_one<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>, exact: &Py<PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let (key, outcome) = self.evaluate(py, event, exact)?;
         match outcome {
             Ok(hits) if hits.is_empty() => Ok(None),
@@ -669,6 +668,76 @@ impl PyOperator {
             }
             Err(maxts) => Ok(Some(maxts.into_pyobject(py)?.into_any())),
         }
+    }
+}
+
+/// An event's key object.
+fn event_key<'py>(py: Python<'py>, event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    Ok(match event.cast::<DecodedEvent>() {
+        Ok(decoded) => decoded.get().key.bind(py).clone(),
+        Err(_) => event.getattr(intern!(py, "key"))?.cast_into::<PyString>()?,
+    })
+}
+
+/// An event's answer from `PyOperator::evaluate_encoded`.
+enum Done {
+    Nothing,
+    Late(i64),
+    /// Per result in the contract's order, its query's bit and its body's bytes in
+    /// the batch's buffer.
+    Bodies(Vec<(usize, std::ops::Range<usize>)>),
+    /// The list `encoded_results` built with the GIL.
+    Python(Py<PyAny>),
+}
+
+/// Why `PyOperator::evaluate_encoded` stopped before the batch's end.
+enum Stop<'a> {
+    Failed(PyErr),
+    /// The event just evaluated has a result the native writer leaves to Python: its
+    /// key and results, for `encoded_results`.
+    ToPython(&'a str, Vec<Hit>),
+}
+
+impl PyOperator {
+    /// Evaluate events and write their results' bodies into `bodies`, without Python
+    /// (but for the exact fallback, which takes the GIL): an answer per event into
+    /// `done`, until the events run out (None) or one needs Python.
+    fn evaluate_encoded<'a>(&mut self, pending: &mut impl Iterator<Item = Incoming<'a>>, budget: i64, done: &mut Vec<Done>,
+                            bodies: &mut Vec<u8>) -> Option<Stop<'a>> {
+        for one in pending {
+            let key = one.key;
+            let mut ex = PyExact { f: &self.exact, error: None };
+            let outcome = self.core.process(one, &mut ex);
+            if let Some(e) = ex.error {
+                return Some(Stop::Failed(e));
+            }
+            let mut hits = match outcome {
+                Ok(hits) if hits.is_empty() => {
+                    done.push(Done::Nothing);
+                    continue;
+                }
+                Ok(hits) => hits,
+                Err(late) => {
+                    done.push(Done::Late(late.maxts));
+                    continue;
+                }
+            };
+            if hits.len() > 1 {
+                hits.sort_by(|a, b| in_order(a).cmp(&in_order(b)));
+            }
+            let mark = bodies.len();
+            let mut items = Vec::with_capacity(hits.len());
+            for hit in &hits {
+                let start = bodies.len();
+                if !self.write_body(&self.queries[&hit.bit], key, hit, bodies) || (bodies.len() - start + key.len()) as i64 > budget {
+                    bodies.truncate(mark);
+                    return Some(Stop::ToPython(key, hits));
+                }
+                items.push((hit.bit, start..bodies.len()));
+            }
+            done.push(Done::Bodies(items));
+        }
+        None
     }
 }
 
@@ -771,7 +840,7 @@ impl PyOperator {
     /// The results of query `bit` over the held events.
     fn history<'py>(&mut self, py: Python<'py>, bit: usize) -> PyResult<Bound<'py, PyList>> {
         let exact = self.exact.clone_ref(py);
-        let mut ex = PyExact { py, f: exact.bind(py), error: None };
+        let mut ex = PyExact { f: &exact, error: None };
         let hits = self.core.history(bit, &mut ex);
         if let Some(e) = ex.error {
             return Err(e);
@@ -782,7 +851,7 @@ impl PyOperator {
     /// Accept an event: its results, or the key's maxts (an int) when it is late.
     fn process<'py>(&mut self, py: Python<'py>, event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let exact = self.exact.clone_ref(py);
-        Ok(self.process_one(py, event, exact.bind(py))?.unwrap_or_else(|| PyList::empty(py).into_any()))
+        Ok(self.process_one(py, event, &exact)?.unwrap_or_else(|| PyList::empty(py).into_any()))
     }
 
     /// `process` over a batch, one answer per event: the boundary is crossed once.
@@ -793,7 +862,7 @@ impl PyOperator {
         let none = PyTuple::empty(py).into_any();
         let out = PyList::empty(py);
         for event in &events {
-            out.append(self.process_one(py, event, exact.bind(py))?.unwrap_or_else(|| none.clone()))?;
+            out.append(self.process_one(py, event, &exact)?.unwrap_or_else(|| none.clone()))?;
         }
         Ok(out)
     }
@@ -807,17 +876,72 @@ impl PyOperator {
     /// event's results all have its key. `budget`: the bytes a result's Kafka key (its
     /// key in UTF-8) and body may take together; a larger one is given as a `Result`,
     /// and Python's `encode_result_bounded` omits its row.
+    ///
+    /// The events' values are taken from their Python objects first; the operator
+    /// then evaluates them and writes their results without the GIL, so the worker's
+    /// other threads (its HTTP pages) run meanwhile, and the answers become Python
+    /// objects at the end. An event whose results the native writer leaves to Python
+    /// has them built at once, with the GIL, before the next event changes its key's
+    /// state. Errors are raised as when the events went one by one: the events before
+    /// the failing one are evaluated, and no answer is returned.
     fn process_batch_encoded<'py>(&mut self, py: Python<'py>, events: Vec<Bound<'py, PyAny>>, budget: i64) -> PyResult<Bound<'py, PyList>> {
-        let exact = self.exact.clone_ref(py);
+        let mut failed = None;
+        let mut keys = Vec::with_capacity(events.len());
+        for event in &events {
+            match event_key(py, event) {
+                Ok(key) => keys.push(key),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut incoming = Vec::with_capacity(keys.len());
+        for (event, key) in events.iter().zip(&keys) {
+            match key.to_str().and_then(|key| self.incoming(py, event, key)) {
+                Ok(one) => incoming.push(one),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        // a later event's new column widened its stream after the earlier rows were cut
+        for one in &mut incoming {
+            one.row.resize(self.core.widths[one.stream as usize], V::Missing);
+        }
+        let mut pending = incoming.into_iter();
+        let mut done = Vec::with_capacity(pending.len());
+        let mut bodies = Vec::new();
+        loop {
+            match py.detach(|| self.evaluate_encoded(&mut pending, budget, &mut done, &mut bodies)) {
+                None => break,
+                Some(Stop::Failed(e)) => return Err(e),
+                Some(Stop::ToPython(key, hits)) => {
+                    let results = self.encoded_results(py, key, hits, budget, &mut Vec::new())?;
+                    done.push(Done::Python(results.into_any().unbind()));
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
         let none = PyTuple::empty(py).into_any();
         let out = PyList::empty(py);
-        let mut body = Vec::new();
-        for event in &events {
-            let (key, outcome) = self.evaluate(py, event, exact.bind(py))?;
-            out.append(match outcome {
-                Ok(hits) if hits.is_empty() => none.clone(),
-                Ok(hits) => self.encoded_results(py, key.to_str()?, hits, budget, &mut body)?.into_any(),
-                Err(maxts) => maxts.into_pyobject(py)?.into_any(),
+        for answer in done {
+            out.append(match answer {
+                Done::Nothing => none.clone(),
+                Done::Late(maxts) => maxts.into_pyobject(py)?.into_any(),
+                Done::Bodies(items) => {
+                    let results = PyList::empty(py);
+                    for (bit, range) in items {
+                        let item = PyTuple::new(py, [self.queries[&bit].id.bind(py).as_any(), PyBytes::new(py, &bodies[range]).as_any()])?;
+                        untrack(&item);
+                        results.append(item)?;
+                    }
+                    results.into_any()
+                }
+                Done::Python(results) => results.into_bound(py),
             })?;
         }
         Ok(out)

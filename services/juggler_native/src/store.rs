@@ -1,4 +1,4 @@
-//! Held events of one key and one stream, stored by column (DESIGN section 6's WES):
+//! Held events of one key and one stream, stored by column (semantics section 6's WES):
 //! kept sorted by time so a time range is two binary searches, purged from the front
 //! as the key's floor passes, with no Python object per event.
 //!
@@ -47,7 +47,7 @@ pub struct Store {
     pub seen: bool,
 }
 
-/// A joined column's held values in order (DESIGN 6's JES), each with the event's
+/// A joined column's held values in order (semantics 6's JES), each with the event's
 /// index in the store (kept right as inserts and compaction move events), in two
 /// vectors so an entry costs 12 bytes. Entries of purged events stay until the store
 /// compacts; probes skip them by time.
@@ -420,7 +420,7 @@ impl Store {
 
     /// The positions in index `x` of the entries whose values lie in [vlo, vhi]: what
     /// a probe of that range visits. An infinite end takes in every entry on its side
-    /// without a search (numbers are never NaN, DESIGN section 1).
+    /// without a search (numbers are never NaN, semantics section 1).
     pub fn entries(&self, x: usize, vlo: f64, vhi: f64) -> std::ops::Range<usize> {
         let keys = &self.indexes[x].keys;
         let a = if vlo == f64::NEG_INFINITY { 0 } else { count_below(keys, vlo, false) };

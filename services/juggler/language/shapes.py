@@ -1,0 +1,177 @@
+"""Parsing by shape: a query that differs from one parsed before only in its numbers
+reuses that parse, with the numbers and positions put in.
+
+A ward's alert rules are a few shapes with many constants (`... WHERE H.beatrate > c`
+for a thousand c), and Lark's parse is most of a compile. `parse` gives exactly what
+`parser.parse` gives, errors included, in a fraction of the time when the shape is
+known.
+
+The shape of a text is the text with its numeric literals cut out. A scan finds them
+the way the grammar's lexer would: strings and names are skipped whole, so a digit in
+`'a5'` or `beat2` is not a number, and what is left that matches NUMBER is one. Two
+texts of one shape then lex alike but for the numbers' own characters: a number starts
+with a digit or `.`, which only NUMBER can match in any parser state; it never follows
+a name's character directly (the scan would have taken it into the name), so no
+keyword's, operator's or unit's boundary looks at it; and it holds no character that
+could continue the token before it. The parser sees the same token types, so builds the
+same tree. A shape is kept only when the scan's numbers are exactly the NUMBER tokens
+of its first parse, and only from a parse that succeeded.
+
+Putting another text into the kept `SyntaxQuery`: every span moves by what the numbers
+before it grew or shrank (spans start and end at token boundaries, so never inside a
+number), line and column are counted again on the new text, and each number's value is
+computed from its new text. A number that is not a valid literal (out of range, a
+fractional millisecond) is left to `parser.parse`, which reports it as it always does.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import replace
+from functools import cache
+from itertools import accumulate
+
+from .parser import (_UNIT_MILLIS, ColumnName, Comparison, Duration, Expr, LiteralError,
+                     NumberLit, Product, Signed, Span, StreamName, Sum, SyntaxQuery,
+                     duration_millis, lark_parser, leaves, number_value)
+from .parser import parse as parse_text
+
+SHAPES = 1024
+"""Shapes kept per process (oldest dropped first). Each holds one parse of its text."""
+
+Regions = list[tuple[int, int]]
+
+
+class _Shape:
+    """A parse of one text of the shape, and where that text's numbers are."""
+
+    def __init__(self, syntax: SyntaxQuery, regions: Regions) -> None:
+        self.syntax = syntax
+        self.starts = [start for start, _ in regions]
+        self.ends = [end for _, end in regions]
+
+
+_shapes: OrderedDict[tuple[str, ...], _Shape | None] = OrderedDict()
+"""Shape -> its parse, or None for a shape whose numbers are not its NUMBER tokens;
+oldest first (an OrderedDict drops its first key in constant time, a dict does not)."""
+
+
+def parse(text: str, query_id: str = "?") -> SyntaxQuery:
+    """`parser.parse(text, query_id)`, reusing the parse of a text of the same shape."""
+    shape, regions = _shape(text)
+    known = _shapes.get(shape)
+    if known is not None:
+        try:
+            return _Moved(known, text, regions).query()
+        except LiteralError:
+            pass  # parse_text reports it, at its place among the query's other errors
+    syntax = parse_text(text, query_id)
+    if shape not in _shapes:
+        numbers = sorted(_number_starts(syntax))
+        _shapes[shape] = _Shape(syntax, regions) if numbers == [s for s, _ in regions] else None
+        if len(_shapes) > SHAPES:
+            _shapes.popitem(last=False)
+    return syntax
+
+
+@cache
+def _scan() -> re.Pattern[str]:
+    """Strings, names, or (group 1) a number: the grammar's own terminals."""
+    def terminal(name: str) -> str:
+        return lark_parser().get_terminal(name).pattern.to_regexp()
+
+    return re.compile(f"{terminal('STRING')}|{terminal('NAME')}|({terminal('NUMBER')})")
+
+
+def _shape(text: str) -> tuple[tuple[str, ...], Regions]:
+    """The text's pieces between numbers, and where the numbers are."""
+    pieces: list[str] = []
+    regions: Regions = []
+    last = 0
+    for match in _scan().finditer(text):
+        if match.lastindex:
+            start, end = match.span()
+            pieces.append(text[last:start])
+            regions.append((start, end))
+            last = end
+    pieces.append(text[last:])
+    return tuple(pieces), regions
+
+
+def _number_starts(syntax: SyntaxQuery) -> list[int]:
+    """Where the parse's NUMBER tokens start: its number literals and its duration."""
+    starts = [node.span.start for node in leaves(syntax.window + syntax.where)
+              if isinstance(node, NumberLit)]
+    return starts + ([] if syntax.max_window is None else [syntax.max_window.span.start])
+
+
+class _Moved:
+    """The kept parse with another text of its shape put in."""
+
+    def __init__(self, shape: _Shape, text: str, regions: Regions) -> None:
+        self.shape = shape
+        self.text = text
+        self.lexemes = {old: text[start:end] for old, (start, end) in zip(shape.starts, regions)}
+        self.shift = [0, *accumulate((end - start) - (old_end - old_start)
+                                     for (start, end), old_start, old_end
+                                     in zip(regions, shape.starts, shape.ends))]
+        self.lines = [0, *(m.end() for m in re.finditer("\n", text))] if "\n" in text else None
+
+    def query(self) -> SyntaxQuery:
+        old = self.shape.syntax
+        text = self.text
+        end = len(text.rstrip())
+        return SyntaxQuery(
+            text=text,
+            select=None if old.select is None else tuple(self.column(c) for c in old.select),
+            select_span=self.span(old.select_span),
+            streams=tuple(StreamName(s.name, self.span(s.span)) for s in old.streams),
+            from_span=self.span(old.from_span),
+            window=tuple(self.comparison(c) for c in old.window),
+            max_window=None if old.max_window is None else self.duration(old.max_window),
+            where=tuple(self.comparison(c) for c in old.where),
+            end=self.at(end, end),
+        )
+
+    def span(self, span: Span) -> Span:
+        shift = self.shift
+        ends = self.shape.ends
+        return self.at(span.start + shift[bisect_right(ends, span.start)],
+                       span.end + shift[bisect_right(ends, span.end)])
+
+    def at(self, start: int, end: int) -> Span:
+        """The span [start, end) of the new text, with its line and column."""
+        if self.lines is None:
+            return Span(start, end, 1, start + 1)
+        line = bisect_right(self.lines, start)
+        return Span(start, end, line, start - self.lines[line - 1] + 1)
+
+    def column(self, column: ColumnName) -> ColumnName:
+        return ColumnName(column.ref, self.span(column.span))
+
+    def comparison(self, cmp: Comparison) -> Comparison:
+        span = self.span(cmp.span)
+        return Comparison(self.expr(cmp.left), cmp.op, self.span(cmp.op_span),
+                          self.expr(cmp.right), cmp.clause, span, self.text[span.start:span.end])
+
+    def expr(self, node: Expr) -> Expr:
+        if isinstance(node, NumberLit):
+            return NumberLit(number_value(self.lexemes[node.span.start]), self.span(node.span))
+        if isinstance(node, ColumnName):
+            return self.column(node)
+        if isinstance(node, Signed):
+            return Signed(node.negative, self.expr(node.operand), self.span(node.span))
+        if isinstance(node, Sum):
+            return Sum(tuple((op, self.expr(t)) for op, t in node.terms), self.span(node.span))
+        if isinstance(node, Product):
+            return Product(tuple((op, self.expr(f)) for op, f in node.factors), self.span(node.span))
+        return replace(node, span=self.span(node.span))  # a string or boolean literal
+
+    def duration(self, duration: Duration) -> Duration:
+        old = self.shape.syntax.text
+        number_end = self.shape.ends[self.shape.starts.index(duration.span.start)]
+        unit = _UNIT_MILLIS[old[number_end:duration.span.end].strip().lower()]
+        return Duration(duration_millis(self.lexemes[duration.span.start], unit),
+                        self.span(duration.span))

@@ -1,0 +1,284 @@
+"""`juggler spark backfill`: every query over an archive in one Spark job, through the
+native operator.
+
+One pass over the archive serves all the queries, as the worker's operator shares
+work across them: the archive's streams are unioned, repartitioned by entity key (a
+key's streams meet in one partition, and every key's state is its own: lateness,
+maxts, floors and held events are per key, docs/semantics.md), sorted within each
+partition by arrival position, and each partition runs one engine over its events
+through `juggler.offline.feed`, the driver `juggler eval` uses. So a key's events meet
+the same engine calls, in the same order, as in eval, and the results are eval's.
+
+Control lines (kept by `juggler spark archive` in `control.jsonl` beside the streams)
+are broadcast: every partition applies each one at its position, because a
+registration applies to every key. A registration with history gives, in each
+partition, the results over that partition's keys; together, eval's.
+
+`mapPartitions` rather than `mapInArrow`/`mapInPandas`: the engine needs each
+partition's whole ordered stream in one Python function, and all three give that.
+Arrow would move rows as columns instead of pickled rows, but PySpark's Arrow path
+needs pandas and pyarrow on every executor (a few hundred MB the project does not
+otherwise use); pickling costs a small share next to the engine (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from juggler.codec.avro import Codec
+from juggler.codec.jsonl import DeregisterCommand, RegisterCommand, parse_event_line
+from juggler.engine.events import EngineConfig, Event, LateEvent, Position, Result
+from juggler.language.model import TIMESTAMP, Query
+from juggler.service.topic_names import TopicNames
+from juggler.spark import streams
+from juggler.spark.archive import KEY, POSITION, data_columns, read_archive, spark_type
+from juggler.spark.errors import BadInput
+from juggler.spark.progress import Progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+CONTROL_FILE = "control.jsonl"
+"""An archive's control lines: `{"position": n, "command": <the control line>}`."""
+
+STREAM = "stream"
+TRIGGER, SEQ, QUERY, LINE = "trigger", "seq", "query", "line"
+SEPARATOR = "__"
+"""Between a stream and its column in the unioned frame's names (`B__temp`)."""
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a partition's engine needs, shipped to executors with the task:
+    the queries registered before the first event, the control lines by position
+    (each registration already compiled on the driver), and the stream columns."""
+
+    queries: tuple[Query, ...]
+    commands: tuple[tuple[int, RegisterCommand | DeregisterCommand], ...]
+    compiled: dict[int, Query]
+    columns: dict[str, tuple[str, ...]]
+    allowed_lateness: int
+    schemas_dir: str | None = None
+    stream_topics: dict[str, str] | None = None
+    """stream -> topic when results go to Kafka (a source is then `{topic, partition
+    -1, offset: position}`); None for eval's JSON lines."""
+    results_topic: str = ""
+
+
+def read_control_lines(archive: Path) -> list[tuple[int, RegisterCommand | DeregisterCommand]]:
+    """The archive's control lines by position (none without `control.jsonl`)."""
+    path = archive / CONTROL_FILE
+    if not path.is_file():
+        return []
+    commands = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            entry = json.loads(text)
+            command = parse_event_line(entry["command"])
+            position = int(entry["position"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadInput(f"{path}:{number}: not a control line ({exc})") from None
+        if not isinstance(command, (RegisterCommand, DeregisterCommand)):
+            raise BadInput(f"{path}:{number}: an event, where a control line belongs")
+        commands.append((position, command))
+    return sorted(commands, key=lambda c: c[0])
+
+
+def write_control_lines(archive: Path,
+                        commands: Iterable[tuple[int, RegisterCommand | DeregisterCommand]]
+                        ) -> None:
+    lines = []
+    for position, command in commands:
+        line: dict[str, Any] = {"control": "deregister", "id": command.id}
+        if isinstance(command, RegisterCommand):
+            line = {"control": "register", "id": command.id, "text": command.text,
+                    "history": command.history}
+        lines.append(json.dumps({"position": position, "command": line}) + "\n")
+    (archive / CONTROL_FILE).write_text("".join(lines), encoding="utf-8")
+
+
+def plan(queries: list[Query], archive: Path, codec: Codec, allowed_lateness: int) -> Plan:
+    """Compile the archive's registrations and check the ids' sequence on the driver,
+    so a bad control line fails before Spark starts work (as eval fails on it)."""
+    from juggler.language import compile_query
+
+    commands = read_control_lines(archive)
+    registered = set()
+    for query in queries:
+        if query.id in registered:
+            raise BadInput(f"query {query.id!r} is given twice")
+        registered.add(query.id)
+    compiled = {}
+    for position, command in commands:
+        if isinstance(command, RegisterCommand):
+            if command.id in registered:
+                raise BadInput(f"control line at position {position}: query "
+                               f"{command.id!r} is already registered")
+            compiled[position] = compile_query(command.id, command.text, codec.catalog())
+            registered.add(command.id)
+        elif command.id not in registered:
+            raise BadInput(f"control line at position {position}: query {command.id!r} "
+                           f"is not registered")
+        else:
+            registered.discard(command.id)
+    columns = {s: tuple(name for name, _ in data_columns(codec, s)) for s in codec.stream_names()}
+    return Plan(tuple(queries), tuple(commands), compiled, columns, allowed_lateness,
+                str(codec.schemas_dir) if codec.schemas_dir else None)
+
+
+def arrivals(spark: SparkSession, archive: Path, codec: Codec, partitions: int) -> DataFrame:
+    """The archive's events of every stream as one frame (`key, ts, position, stream`
+    and every stream's columns as `<S>__<column>`, null for the other streams),
+    repartitioned by key and sorted by position within each partition."""
+    from pyspark.sql import functions as F
+
+    frames = read_archive(spark, archive, codec)
+    every = [(s, c, kind) for s in sorted(frames) for c, kind in data_columns(codec, s)]
+    union = None
+    for stream, frame in frames.items():
+        part = frame.select(KEY, TIMESTAMP, POSITION, F.lit(stream).alias(STREAM), *(
+            (F.col(c) if s == stream else F.lit(None).cast(spark_type(kind)))
+            .alias(f"{s}{SEPARATOR}{c}") for s, c, kind in every))
+        union = part if union is None else union.unionByName(part)
+    assert union is not None
+    return union.repartition(partitions, KEY).sortWithinPartitions(POSITION)
+
+
+def output_schema(to_topic: bool) -> str:
+    tail = f"{QUERY} string, value binary" if to_topic else f"{LINE} string"
+    return f"{TRIGGER} long, {KEY} string, {SEQ} int, {tail}"
+
+
+def evaluate(spark: SparkSession, frame: DataFrame, plan: Plan,
+             counters: dict[str, Any]) -> DataFrame:
+    """Each partition through one engine: rows (trigger position, key, seq within the
+    trigger's results, eval's JSON line or the query and its encoded `juggler.Result`)."""
+    columns = {name: i for i, name in enumerate(frame.columns)}
+
+    def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+        return run_partition(plan, iter(rows), columns, counters)
+
+    schema = output_schema(plan.stream_topics is not None)
+    return spark.createDataFrame(frame.rdd.mapPartitions(run), schema)
+
+
+def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
+                  counters: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """One partition's engine (in an executor): every query registered, then the
+    partition's events and the broadcast control lines in position order."""
+    import heapq
+
+    from juggler.offline import feed, jsonl_line, make_engine
+
+    engine = make_engine("juggler", EngineConfig(allowed_lateness=plan.allowed_lateness))
+    for query in plan.queries:
+        engine.register(query)
+
+    def command(position: int, record: RegisterCommand | DeregisterCommand) -> list[Result]:
+        if isinstance(record, RegisterCommand):
+            return engine.register(plan.compiled[position], history=record.history)
+        engine.deregister(record.id)
+        return []
+
+    encode = _encoder(plan) if plan.stream_topics is not None else None
+    events = _events(plan, rows, columns, counters)
+    merged = heapq.merge(events, plan.commands, key=lambda arrival: arrival[0])
+    for position, outcome in feed(engine, merged, command):
+        if isinstance(outcome, LateEvent):
+            counters["late"].add(1)
+            continue
+        for seq, result in enumerate(outcome):
+            if encode is not None:
+                yield position, result.key, seq, result.query, encode(result)
+            else:
+                yield position, result.key, seq, jsonl_line(result.to_json())
+
+
+def _events(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
+            counters: dict[str, Any]) -> Iterator[tuple[int, Event]]:
+    """The partition's well-formed events as engine events; malformed rows (a null,
+    a non-finite number) are counted and left out, as the worker dead-letters them
+    before its engine sees them."""
+    key, ts, position, stream_at = (columns[KEY], columns[TIMESTAMP], columns[POSITION],
+                                    columns[STREAM])
+    places = {s: [(c, columns[f"{s}{SEPARATOR}{c}"]) for c in names]
+              for s, names in plan.columns.items()
+              if all(f"{s}{SEPARATOR}{c}" in columns for c in names)}  # streams archived
+    for row in rows:
+        stream = row[stream_at]
+        data = {c: row[i] for c, i in places[stream]}
+        if row[key] is None or row[ts] is None or row[position] is None or any(
+                v is None or (isinstance(v, float) and not math.isfinite(v))
+                for v in data.values()):
+            counters["malformed"].add(1)
+            continue
+        yield row[position], Event(stream, row[key], row[ts], data, position=row[position])
+
+
+def _encoder(plan: Plan) -> Any:
+    """A `juggler.Result` encoder as the worker's (single-object Avro), with archive
+    positions as `{topic, partition: -1, offset: position}`."""
+    from juggler.codec.avro import RESULT, result_record
+
+    codec = Codec(Path(plan.schemas_dir) if plan.schemas_dir else None, registry_url="")
+    topics = plan.stream_topics or {}
+
+    def encode(result: Result) -> bytes:
+        sources: dict[str, Position] = {s: (topics[s], -1, p)
+                                        for s, p in result.sources.items()}
+        record = result_record(Result(result.query, result.key, result.ts, sources,
+                                      result.row))
+        return codec.encode(RESULT, record, topic=plan.results_topic)
+
+    return encode
+
+
+def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
+        progress: Progress, *, allowed_lateness: int = 0, out: Path | None = None,
+        bootstrap: str | None = None, names: TopicNames = streams.UNPREFIXED) -> None:
+    """Backfill every query over `archive` in one job, into the JSON-lines file `out`
+    (eval's lines in eval's order, written atomically) or onto the shared results
+    topic as the worker writes them."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from juggler.kafka.names import QUERY_HEADER
+    from juggler.offline import atomic_outputs
+
+    shared = plan(queries, archive, codec, allowed_lateness)
+    if out is None:
+        shared = replace(shared, stream_topics={s: names.stream(s)
+                                                for s in codec.stream_names()},
+                         results_topic=names.all_results)
+    context = spark.sparkContext
+    counters = {name: context.accumulator(0) for name in ("late", "malformed")}
+    frame = arrivals(spark, archive, codec, context.defaultParallelism)
+    rows = evaluate(spark, frame, shared, counters).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        progress.total = rows.count()
+        progress.note(f"{len(queries):,} queries and {len(shared.commands):,} control "
+                      f"lines over the archive: {progress.total:,} results; "
+                      f"{counters['late'].value:,} late and "
+                      f"{counters['malformed'].value:,} malformed events left out")
+        if out is not None:
+            with atomic_outputs(out) as (handle,):
+                assert handle is not None
+                ordered = rows.orderBy(TRIGGER, KEY, SEQ).select(LINE)
+                for row in ordered.toLocalIterator(prefetchPartitions=True):
+                    handle.write(row[0])
+                    progress.done += 1
+            return
+        assert bootstrap is not None
+        header = F.struct(F.lit(QUERY_HEADER).alias("key"),
+                          F.col(QUERY).cast("binary").alias("value"))
+        records = rows.select(F.lit(names.all_results).alias("topic"),
+                              F.col(KEY).cast("binary").alias("key"), "value",
+                              F.array(header).alias("headers"), TRIGGER, SEQ)
+        streams.write(records, bootstrap, [TRIGGER, SEQ])
+        progress.advance(progress.total)
+    finally:
+        rows.unpersist()

@@ -1,0 +1,107 @@
+"""Every partition's task applies its copy of an accepted command, though the worker
+decodes and compiles each command once for all of them: a query registered once runs
+in every partition, a deregistration stops it in every partition, and an id
+registered again with other numbers runs with its new ones."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+
+from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
+from juggler.codec.bounded import result_budget
+from juggler.control.commands import Command
+from juggler.engine.events import Event
+from juggler.service.deadletters import DeadLetters
+from juggler.service.job import Job
+from juggler.service.loop_clock import LoopClock
+from juggler.service.settings import Settings
+from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, PartitionTask, Record, RoundCounts
+from juggler.service.topic_names import TopicNames
+from juggler.service.transactions import Outbox
+
+PARTITIONS = 2
+
+
+class BrokerlessJob(Job):
+    """`Job`'s caches and encoders, without its topics and clients."""
+
+    def __init__(self) -> None:
+        self.settings = Settings()
+        self.names = TopicNames()
+        self.codec = Codec(registry_url="")
+        self.catalog = self.codec.catalog()
+        self.streams = self.codec.stream_names()
+        self.partitions = PARTITIONS
+        self.max_record_bytes = self.settings.max_record_bytes
+        self.result_budget = result_budget(self.codec, self.max_record_bytes)
+        self.clock = LoopClock()
+        self.dead_letters = DeadLetters(self)
+        self._result_headers: dict[str, bytes] = {}
+        self._compiled = OrderedDict()
+        self._fanout = OrderedDict()
+
+    def own_results_topic(self, query_id: str) -> None:
+        pass
+
+
+def restored(job: BrokerlessJob) -> list[PartitionTask]:
+    """One task per partition, as a restore leaves them on empty stream topics."""
+    tasks = [PartitionTask(job, p) for p in range(PARTITIONS)]
+    for task in tasks:
+        task.restored = True
+        for inp in task.order.inputs.values():
+            inp.position = 0
+    return tasks
+
+
+def apply(job: BrokerlessJob, tasks: list[PartitionTask], command: Command | bytes,
+          offset: int) -> list[Outbox]:
+    """Each task's copy of `command` (or of a value that is not one) at `offset`, taken
+    in one round of each task; each task's outbox."""
+    value = command if isinstance(command, bytes) else \
+        job.codec.encode(COMMAND, command.record(), topic=job.names.fanout)
+    outboxes = []
+    for task in tasks:
+        headers = [(CONTROL_OFFSET_HEADER, str(offset).encode()),
+                   (BARRIER_HEADER, json.dumps(dict.fromkeys(job.streams, 0)).encode())]
+        task.add_barrier(Record(job.names.fanout, task.partition, offset, b"k", value, 0, headers))
+        outboxes.append(Outbox())
+        task.run(outboxes[-1], RoundCounts(), 100, time.monotonic())
+    return outboxes
+
+
+def matches(task: PartitionTask, beatrate: float, ts: int) -> list[str]:
+    event = Event("H", f"p{task.partition}", ts, {"beatrate": beatrate, "vib": 0.0, "alert": ""},
+                  (task.w.names.stream("H"), task.partition, ts))
+    return sorted(result.query for result in task.engine.process(event))
+
+
+def test_a_command_applied_by_every_partition_runs_in_every_partition() -> None:
+    job = BrokerlessJob()
+    tasks = restored(job)
+    rule = "SELECT * FROM H WHERE H.beatrate > {}"
+    apply(job, tasks, Command.register("fast", rule.format(120)), 0)
+    outboxes = apply(job, tasks, Command.register("slow", rule.format(40)), 1)
+    assert [matches(task, 130.0, 1000) for task in tasks] == [["fast", "slow"]] * PARTITIONS
+    lives = [job.codec.decode(COMMAND_STATUS, value) for outbox in outboxes
+             for topic, value, *_ in outbox.messages if topic == job.names.status]
+    assert [(s["id"], s["status"], s["partition"]) for s in lives] == \
+        [("slow", "LIVE", p) for p in range(PARTITIONS)]
+
+    apply(job, tasks, Command.deregister("fast"), 2)
+    assert [matches(task, 130.0, 2000) for task in tasks] == [["slow"]] * PARTITIONS
+    apply(job, tasks, Command.register("fast", rule.format(150)), 3)  # the id, new numbers
+    assert [matches(task, 130.0, 3000) for task in tasks] == [["slow"]] * PARTITIONS
+    assert [matches(task, 160.0, 4000) for task in tasks] == [["fast", "slow"]] * PARTITIONS
+    assert [task.texts["fast"] for task in tasks] == [rule.format(150)] * PARTITIONS
+
+
+def test_a_value_that_is_no_command_is_dead_lettered_by_every_partition() -> None:
+    job = BrokerlessJob()
+    tasks = restored(job)
+    outboxes = apply(job, tasks, b"not avro", 0)
+    assert [[topic for topic, *_ in outbox.messages] for outbox in outboxes] == \
+        [[job.names.deadletter]] * PARTITIONS
+    assert [task.texts for task in tasks] == [{}] * PARTITIONS
