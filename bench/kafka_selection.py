@@ -137,7 +137,7 @@ def register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> Non
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
-        "### Workload S through the worker (issues 11 and 13)",
+        "### Workload S through the worker",
         "",
         f"{time.strftime('%Y-%m-%d')}, `python -m bench.kafka_selection --queries "
         f"{args.queries} --events {args.events} --keys {args.keys}` on {_machine()}, the "

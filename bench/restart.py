@@ -7,7 +7,7 @@ selection queries (`bench.kafka_selection.selection_queries`) registered with
 `submit_many` until LIVE everywhere; then the worker is stopped (SIGTERM) and started
 again `--repeats` times. Each start is timed from the process start to `/health`
 answering 200 (every assigned partition restored), beside the worker's own log line for
-the restore of its partitions. Medians are printed; the numbers go in the `manyqueries`
+the restore of its partitions. Medians are printed; the numbers go in the `registration`
 section of docs/benchmarks.md by hand. A local broker is started
 unless `JUGGLER_BOOTSTRAP` names one.
 """

@@ -13,7 +13,7 @@ of this process, as the test's readers, or spread over `--processes` processes, 
 that the readers' own GIL is not what they wait for. Every request's latency is
 recorded. Printed: p50 and p99 per repeat, their medians over the repeats, and the CPU
 per request of the worker process and of the readers. A local broker is started unless
-`JUGGLER_BOOTSTRAP` names one. Numbers go in the `manyqueries` section of
+`JUGGLER_BOOTSTRAP` names one. Numbers go in the `resultsapi` section of
 docs/benchmarks.md by hand.
 """
 

@@ -558,6 +558,39 @@ def machine(services: Path) -> dict[str, str]:
             "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
 
 
+# The report's guide to every benchmark: `document` writes it at the top, since the
+# sections other commands own follow the part this module writes.
+HOW_TO_RUN = [
+    "Each benchmark is a module of `bench/` whose first lines give its command and "
+    "options. `python -m bench.run` measures S, J, J-keys and D in process and rewrites "
+    "this report down to \"Reproduce\"; the others need a Kafka broker (they start their own "
+    "`LocalBroker` unless given one) and each rewrites only its own section, marked by "
+    "HTML comments (`section NAME`), which `bench.run` carries over, as it does the "
+    "sections written by hand. Figures are medians over repeats; a ratio compares "
+    "measurements made in the same run (alternating, when two versions are compared). The "
+    "2 cores are shared with other engineers' jobs and, for the Kafka benchmarks, with the "
+    "broker, so absolute rates move by tens of percent from hour to hour: each section "
+    "gives its run's date and load.",
+    "",
+    "| section | command |",
+    "|---|---|",
+    "| S, J, J-keys, D | `python -m bench.run`; one measurement: `python -m bench.measure '<json spec>'` |",
+    "| S, J and J-keys: the operator's own targets | `python -m bench.measure`, `python -m bench.peers --peers esper --only S` |",
+    "| Registration | `python -m bench.registration`, `python -m bench.restart` |",
+    "| K: through Kafka (the service), S through the worker | `python -m bench.kafka_load`, `python -m bench.kafka_selection` |",
+    "| Probes | `python -m bench.probes` |",
+    "| Latency defaults | `python -m bench.latency_defaults` |",
+    "| Peers: Kafka Streams on workload K | `python -m bench.peers --peers kstreams` |",
+    "| Workload K on the Faust runtime | `python -m bench.faust_load` |",
+    "| Peers: Esper and Flink SQL | `python -m bench.peers`, or `python -m bench.run --peers esper,flink` |",
+    "| Spark | `python -m bench.spark_producers`, `python -m bench.spark_backfill` |",
+    "| Restore | `python -m bench.restore` |",
+    "| Results API and index | `python -m bench.results_api`, `python -m bench.index_row` |",
+    "| What was tried and why it was dropped | (the end of this report) |",
+    "",
+]
+
+
 def document(report: Report, figures: list[str], info: dict, args, wall: float,
              load_end: str) -> str:
     p = report.plan
@@ -584,6 +617,7 @@ def document(report: Report, figures: list[str], info: dict, args, wall: float,
         "the rates. Event generation is done in untimed chunks. Peak memory is "
         "`ru_maxrss` of the measuring process (interpreter and compiled queries included).",
         "",
+        *HOW_TO_RUN,
     ]
     if report.targets:
         lines += ["## Targets", "", _table(["target", "measured", "verdict"],

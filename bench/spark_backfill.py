@@ -136,7 +136,7 @@ def main() -> None:
             f"| {args.events / two:,.0f} ({two:.1f}s) | {args.events / per_query:,.0f} "
             f"({per_query:,.0f}s) | {args.events / evaluated:,.0f} ({evaluated:.1f}s) "
             f"| {per_query / one:,.1f}x | {evaluated / one:.2f}x | {one / two:.2f}x |")
-    publish("\n".join(table), args.out, "Spark backfill: one shared job for many queries")
+    publish("\n".join(table), args.out, "sparkbackfill")
 
 
 if __name__ == "__main__":
