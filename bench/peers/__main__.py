@@ -12,6 +12,8 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
+from bench.machine import machine
+from bench.measure import ROOT
 from bench.peers import compare, kstreams_load, report
 from bench.peers.kstreams_load import KPlan
 from bench.report_sections import replace_section
@@ -42,8 +44,6 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.run import ROOT, machine
-
     default = compare.PeerPlan()
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n\n")[0])
     parser.add_argument("--peers", type=parse_peers, default=list(compare.PEERS),
