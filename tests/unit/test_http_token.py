@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from juggler.service.http_api import serve
-from juggler.service.round_lock import RoundLock
+from juggler.service.pages import EMPTY
 
 
 def fake_worker() -> SimpleNamespace:
-    return SimpleNamespace(lock=RoundLock(), ready=True, tasks={}, unavailable=lambda: None,
+    return SimpleNamespace(ready=True, tasks={}, unavailable=lambda: None,
                            settings=SimpleNamespace(app_id="a"),
-                           registered_queries=lambda: [{"id": "q1", "text": "SELECT ..."}],
+                           pages=replace(EMPTY, queries=({"id": "q1", "text": "SELECT ..."},)),
                            metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"),
                            results_store=SimpleNamespace(health=lambda: {"status": "ok"}))
 

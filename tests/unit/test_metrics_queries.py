@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from juggler.service.loop_clock import LoopClock
 from juggler.service.metrics import WorkerMetrics
+from juggler.service import pages
 from juggler.service.task import RoundCounts
 
 
@@ -31,6 +32,9 @@ class Worker:
 
     def restored_tasks(self) -> list[SimpleNamespace]:
         return list(self.tasks.values())
+
+    def scrape(self) -> pages.Scrape:
+        return pages.scrape(self)
 
 
 def scrape(metrics: WorkerMetrics) -> dict[str, float]:

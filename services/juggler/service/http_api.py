@@ -1,7 +1,9 @@
 """The worker's HTTP port: results by cursor, registered queries, progress, health and
 Prometheus metrics. aiohttp on its own thread and event loop, so a slow client never
-holds up the processing loop; handlers read the tasks under the worker's lock, except
-the results page, which never waits for a round.
+holds up the processing loop. No handler takes the worker's round lock: `/queries`,
+`/progress` and `/metrics` read the snapshot its loop published at the end of its last
+round (`worker.pages`, see `pages`), `/health` and the results page what can be read
+without it, so no request waits for a round.
 
 A results page is read from the index on the event loop itself, not in a thread: a
 50-result page is 0.07 ms of SQLite, less than the 0.13 ms a hop to a thread costs,
@@ -90,11 +92,6 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
                                           if k in ("Allow",)})
 
 
-def _locked(worker: Any, read: Any) -> Any:
-    with worker.lock.reading():
-        return read()
-
-
 def results_handler(worker: Any) -> Any:
     """`GET /queries/<id>/results`, for either runtime: it reads `names`, `own_topic`,
     `results_store` and `restored_tasks` of `worker`, never its lock."""
@@ -134,11 +131,8 @@ def _known(worker: Any, query_id: str, topic: str) -> bool:
 
 
 def _queries(worker: Any) -> Any:
-    """Read without the worker's lock, like `_known`: copying a task's dict of texts is
-    one step of the interpreter, which a round cannot interleave."""
     async def handler(request: web.Request) -> web.Response:
-        queries = worker.registered_queries()
-        return web.json_response({"queries": queries})
+        return web.json_response({"queries": list(worker.pages.queries)})
     return handler
 
 
@@ -155,11 +149,15 @@ def _progress(worker: Any) -> Any:
 
 
 def progress(worker: Any) -> dict[str, Any]:
-    """`worker.progress()` with every log end asked now, and `caught_up` per partition
-    and overall: nothing in the log is left to process."""
+    """The published `worker.progress()` (copied: it is shared) with every log end asked
+    now, and `caught_up` per partition and overall: nothing in the log is left to
+    process."""
     from juggler.kafka.offsets import log_ends
 
-    report = _locked(worker, worker.progress)
+    published = worker.pages.progress
+    report = {**published, "partitions": {
+        p: {**part, "inputs": {topic: dict(inp) for topic, inp in part["inputs"].items()}}
+        for p, part in published["partitions"].items()}}
     tps = [(topic, int(p)) for p, part in report["partitions"].items() for topic in part["inputs"]]
     ends = log_ends(worker.admin, tps) if tps else {}
     everything = not report["restoring"]
@@ -209,6 +207,6 @@ def _metrics(worker: Any) -> Any:
     async def handler(request: web.Request) -> web.Response:
         from juggler.service.metrics import CONTENT_TYPE
 
-        body = await asyncio.to_thread(_locked, worker, worker.metrics.expose)
+        body = await asyncio.to_thread(worker.metrics.expose)
         return web.Response(body=body, content_type=CONTENT_TYPE)
     return handler

@@ -189,6 +189,13 @@ class Job:
         """The tasks whose engines may be read (by the HTTP pages and the metrics)."""
         raise NotImplementedError
 
+    def scrape(self) -> Any:
+        """What the scrape-time metrics read of the tasks (`pages.Scrape`): here taken
+        now, by the runtime's own thread."""
+        from juggler.service.pages import scrape
+
+        return scrape(self)
+
     def high_watermark(self, topic: str, partition: int) -> int | None:
         """An assigned partition's log end as the consumer last learned it, or None.
         Read by the metrics from the HTTP thread, so it must not call the consumer:

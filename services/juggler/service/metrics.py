@@ -2,9 +2,10 @@
 
 Counters the worker updates as it goes (events in, results out, dead letters, latency)
 are ordinary prometheus-client collectors; what the engines measure themselves
-(comparisons, selectivity, evaluation order, reorders, held events) is read from the
-partition engines at scrape time and aggregated over them, and so is the consumer lag
-(`watch_consumer`).
+(comparisons, selectivity, evaluation order, reorders, held events) and the consumer lag
+are read at scrape time from the runtime's `scrape()` (`pages.Scrape`: for the worker,
+the snapshot its loop published at the end of its last round) and aggregated over the
+partition engines.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from juggler.engine.orders import STATIC_ORDERS, TYPES
 from juggler.codec.bounded import DEAD_LETTER_KINDS
 from juggler.service.loop_clock import PHASES, LoopClock
+from juggler.service.pages import Engine, Scrape
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.split("; charset")[0]
@@ -132,13 +134,13 @@ class WorkerMetrics:
         self.latency.observe_ages(counts.produced_at)
 
     def expose(self) -> bytes:
-        registered = {query for task in self.worker.restored_tasks() for query in task.texts}
+        registered = self.worker.scrape().registered
         for query in registered:  # from its registration on, like the streams' counters
             self.results_out.labels(query)
         self._retire_queries(registered)
         return generate_latest(self.registry)
 
-    def _retire_queries(self, registered: set[str]) -> None:
+    def _retire_queries(self, registered: frozenset[str]) -> None:
         """Remove the `results_out` series of a query no longer registered here once a
         scrape has exported its final count: at the first scrape that finds it
         unchanged since the one before. A round committed after the deregistration
@@ -213,29 +215,29 @@ class _EngineCollector:
         self.worker = worker
         self.retired_comparisons: Tally[str] = Tally()
         self.retired_reorders = 0
-        self._seen: dict[int, Any] = {}
+        self._seen: dict[int, Engine] = {}
 
     def describe(self) -> Iterable[Any]:
         return []  # dynamic: collected at scrape time only
 
     def collect(self) -> Iterable[Any]:
-        self._retire(list(self.worker.tasks.values()))  # a task being restored is not gone
-        tasks = self.worker.restored_tasks()
+        view = self.worker.scrape()
+        self._retire(view)
         comparisons = Tally(self.retired_comparisons)
         reorders = self.retired_reorders
         selectivity: dict[str, list[float]] = {t: [] for t in TYPES}
         orders: Tally[str] = Tally()
         held: Tally[str] = Tally()
         queries = 0
-        for task in tasks:
-            manager = task.engine.manager
+        for engine in view.engines:
+            manager = engine.manager
             comparisons.update(manager.comparisons)
             reorders += manager.reorders
             for t in TYPES:
                 selectivity[t].append(manager.selectivity.get(t, 1.0))
             orders[manager.order] += 1
-            held.update(task.engine.held_events())
-            queries = max(queries, len(task.texts))
+            held.update(engine.held)
+            queries = max(queries, engine.queries)
 
         c = CounterMetricFamily("juggler_comparisons",
                                 "Predicate comparisons, per predicate type (A, J, W)",
@@ -269,16 +271,21 @@ class _EngineCollector:
         yield GaugeMetricFamily("juggler_registered_queries", "Queries registered",
                                 value=queries)
         yield GaugeMetricFamily("juggler_partition_engines",
-                                "Source partitions this worker evaluates", value=len(tasks))
+                                "Source partitions this worker evaluates",
+                                value=len(view.engines))
 
-    def _retire(self, tasks: list[Any]) -> None:
-        current = {id(t): t for t in tasks}
-        for key, task in list(self._seen.items()):
+    def _retire(self, view: Scrape) -> None:
+        """Keep the last counters of each task seen restored, and add them to `retired`
+        once the task is gone (a task being restored again is not gone). `Engine` holds
+        its task, so a new task cannot take a gone one's `id`."""
+        for engine in view.engines:
+            self._seen[id(engine.task)] = engine
+        current = {id(t) for t in view.tasks}
+        for key, engine in list(self._seen.items()):
             if key not in current:
-                self.retired_comparisons.update(task.engine.manager.comparisons)
-                self.retired_reorders += task.engine.manager.reorders
+                self.retired_comparisons.update(engine.manager.comparisons)
+                self.retired_reorders += engine.manager.reorders
                 del self._seen[key]
-        self._seen.update(current)
 
 
 class _LoopCollector:
@@ -307,7 +314,8 @@ class _LoopCollector:
 class _ConsumerLagCollector:
     """`juggler_consumer_lag{topic, partition}`: records of an assigned stream partition
     not processed yet (fetched and waiting in the task's order, or not fetched): the
-    log end (the consumer's cached high watermark) minus the task's next offset."""
+    log end (the consumer's cached high watermark) minus the task's next offset
+    (`pages.Scrape.lags`)."""
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
@@ -319,15 +327,8 @@ class _ConsumerLagCollector:
         g = GaugeMetricFamily("juggler_consumer_lag",
                               "Records not yet processed, per assigned stream partition",
                               labels=["topic", "partition"])
-        w = self.worker
-        for task in w.restored_tasks():
-            p = task.partition
-            for stream, inp in task.order.inputs.items():
-                topic = w.names.stream(stream)
-                offset = inp.next_offset()
-                high = w.high_watermark(topic, p)
-                if offset is not None and high is not None and high >= 0:
-                    g.add_metric([topic, str(p)], max(0, high - offset))
+        for topic, partition, lag in self.worker.scrape().lags:
+            g.add_metric([topic, str(partition)], lag)
         yield g
 
 

@@ -36,6 +36,8 @@ from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Ka
 from juggler.kafka.client_log import client_log, stamp
 from juggler.service.job import FAILURE_EXIT, Job
 from juggler.service.recovery import Backoff, Unrecoverable, diagnose
+from juggler.service.pages import EMPTY
+from juggler.service.pages import take as take_pages
 from juggler.service.round_lock import RoundLock
 from juggler.service.settings import Settings
 
@@ -82,7 +84,10 @@ class JugglerWorker(Job):
         self.metrics = WorkerMetrics(self)
         self.lock = RoundLock()
         """Held while a round changes the tasks (not while it waits, and handed over
-        between two batches of a task's run); the HTTP pages take it to read them."""
+        between two batches of a task's run)."""
+        self.pages = EMPTY
+        """What the HTTP pages read of the tasks, as of the end of the last round
+        (`pages`): replaced whole, never changed, so they read it without `lock`."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
@@ -124,11 +129,14 @@ class JugglerWorker(Job):
     # what the HTTP port and the metrics read ------------------------------------------
 
     def restored_tasks(self) -> list[Any]:
-        """The tasks whose engines may be read (by the HTTP thread, under `lock`)."""
+        """The tasks whose engines may be read (by `pages.take`, under `lock`)."""
         return [t for t in list(self.tasks.values()) if t.restored]
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         return self._highs.get((topic, partition))
+
+    def scrape(self) -> Any:
+        return self.pages.scrape
 
     # the loop -------------------------------------------------------------------------
 
@@ -238,6 +246,7 @@ class JugglerWorker(Job):
             self._control_committed, self._control_known = None, False
             self._assigned, self._group_meta, self._highs = False, None, {}
             self._generation += 1
+            self.pages = take_pages(self)
         return consumer
 
     def _await_cluster(self) -> bool:
@@ -328,6 +337,7 @@ class JugglerWorker(Job):
                 self._route(messages)
                 clock.enter("other")
                 timeout = self._round()
+                self.pages = take_pages(self)
         # stopped: close in order (after a failure `_supervise` closes what is left)
         self.clearance.close()
         try:

@@ -1,0 +1,86 @@
+"""The worker's small pages answer while its loop holds the round lock: they read the
+snapshot the loop published (`pages`), so a probe or a scrape never waits for a round."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from juggler.service.http_api import serve
+from juggler.service.loop_clock import LoopClock
+from juggler.service.metrics import WorkerMetrics
+from juggler.service.pages import Engine, Pages, Scrape
+from juggler.service.round_lock import RoundLock
+
+QUERY = {"id": "q1", "text": "SELECT * FROM B"}
+
+
+def published() -> Pages:
+    """A round's snapshot: one restored partition, caught up, with one query."""
+    task = object()
+    manager = SimpleNamespace(comparisons=Counter({"A": 7}), reorders=0, selectivity={},
+                              order="AJW")
+    return Pages(progress={"partitions": {"0": {"restored": True, "inputs": {},
+                                                "pending_commands": 0}},
+                           "restoring": [], "control": True},
+                 queries=(QUERY,),
+                 scrape=Scrape(engines=(Engine(task, manager, {"B": 3}, 1),), tasks=(task,),
+                               lags=(("juggler.stream.B", 0, 5),),
+                               registered=frozenset({"q1"})))
+
+
+@pytest.fixture(scope="module")
+def busy_port() -> Iterator[int]:
+    """A worker whose loop holds its round lock, mid-round, until the tests are done."""
+    worker = SimpleNamespace(lock=RoundLock(), ready=True, tasks={0: None},
+                             unavailable=lambda: None, settings=SimpleNamespace(app_id="a"),
+                             catalog=["B"], clock=LoopClock(), pages=published(),
+                             results_store=SimpleNamespace(
+                                 failures=0, health=lambda: {"status": "ok", "lag": 0}))
+    worker.scrape = lambda: worker.pages.scrape
+    worker.metrics = WorkerMetrics(worker)
+    holding, done = threading.Event(), threading.Event()
+
+    def round_() -> None:
+        with worker.lock:
+            holding.set()
+            done.wait()
+
+    loop = threading.Thread(target=round_, daemon=True)
+    loop.start()
+    holding.wait()
+    try:
+        yield serve(worker, "127.0.0.1", 0).port
+    finally:
+        done.set()
+        loop.join()
+
+
+def get(port: int, path: str) -> bytes:
+    # the timeout only ends a test that would otherwise hang on the lock
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as response:
+        return bytes(response.read())
+
+
+def test_queries_answer_during_a_round(busy_port: int) -> None:
+    assert json.loads(get(busy_port, "/queries")) == {"queries": [QUERY]}
+
+
+def test_progress_answers_during_a_round(busy_port: int) -> None:
+    report = json.loads(get(busy_port, "/progress"))
+    assert report["caught_up"] is True
+    assert report["partitions"]["0"]["caught_up"] is True
+
+
+def test_metrics_answer_during_a_round_with_the_published_counts(busy_port: int) -> None:
+    text = get(busy_port, "/metrics").decode()
+    assert "juggler_registered_queries 1.0" in text
+    assert 'juggler_held_events{stream="B"} 3.0' in text
+    assert 'juggler_comparisons_total{type="A"} 7.0' in text
+    assert 'juggler_consumer_lag{partition="0",topic="juggler.stream.B"} 5.0' in text
