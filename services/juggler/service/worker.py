@@ -138,6 +138,14 @@ class JugglerWorker(Job):
     def scrape(self) -> Any:
         return self.pages.scrape
 
+    def _publish_pages(self) -> None:
+        """Replace what the pages read (`pages`) with the tasks as they are now: at the
+        end of each round, and where a rebalance or a fault changes which tasks there
+        are (the restore that follows runs outside the lock, and a page must not show
+        a partition gone, or miss one being restored, meanwhile). The caller holds
+        `lock`."""
+        self.pages = take_pages(self)
+
     # the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -246,7 +254,7 @@ class JugglerWorker(Job):
             self._control_committed, self._control_known = None, False
             self._assigned, self._group_meta, self._highs = False, None, {}
             self._generation += 1
-            self.pages = take_pages(self)
+            self._publish_pages()
         return consumer
 
     def _await_cluster(self) -> bool:
@@ -337,7 +345,7 @@ class JugglerWorker(Job):
                 self._route(messages)
                 clock.enter("other")
                 timeout = self._round()
-                self.pages = take_pages(self)
+                self._publish_pages()
         # stopped: close in order (after a failure `_supervise` closes what is left)
         self.clearance.close()
         try:
@@ -383,6 +391,7 @@ class JugglerWorker(Job):
                     self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
             self._revoked.clear()
             self._assigned, self.ready = True, False
+            self._publish_pages()
         log.info("assigned partitions %s%s", sorted(self.tasks),
                  " and the control partition" if self.control else "")
 
@@ -404,6 +413,7 @@ class JugglerWorker(Job):
                     self._clearances.pop(tp.partition, None)
                 self._committed.pop((tp.topic, tp.partition), None)
                 self._paused.discard((tp.topic, tp.partition))
+            self._publish_pages()
         log.info("partitions revoked; now %s", sorted(self.tasks))
 
     def _restore_new(self) -> None:
