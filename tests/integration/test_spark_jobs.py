@@ -368,11 +368,11 @@ def test_backfill_to_the_results_topic(session: Any, kafka_bootstrap: str, tmp_p
     prefix = unique("spark-bf-")
     query = json.loads((ICU / "queries.jsonl").read_text().splitlines()[2])  # fig58: SELECT *
     in_file = backfill_results(session, tmp_path, icu_archive[1], query, 0)
-    # no --text: the query is the one registered on the (prefixed) control topic
+    # no query given: every query registered on the (prefixed) control topic, here one
     assert apply_topics(kafka_bootstrap, prefix=prefix).ok
     Client(kafka_bootstrap, prefix).command("REGISTER", query["id"], query["text"])
     stderr = juggler_spark(session, "backfill", "--bootstrap", kafka_bootstrap,
-                           "--topic-prefix", prefix, "--query-id", query["id"],
+                           "--topic-prefix", prefix,
                            "--archive", str(icu_archive[1]), "--to-topic")
     assert "late and" in stderr
     client = Client(kafka_bootstrap, prefix)
