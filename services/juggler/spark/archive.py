@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import Codec, load_avro_schemas
-from juggler.codec.jsonl import EventRecord, Schemas
+from juggler.codec.jsonl import (DeregisterCommand, EventRecord, RegisterCommand, Schemas,
+                                  parse_event_line)
 from juggler.language.model import TIMESTAMP
 from juggler.spark.errors import BadInput
 
@@ -108,16 +109,49 @@ def read_archive(spark: SparkSession, directory: Path, codec: Codec,
     return frames
 
 
+CONTROL_FILE = "control.jsonl"
+"""An archive's control lines: `{"position": n, "command": <the control line>}`."""
+
+def read_control_lines(archive: Path) -> list[tuple[int, RegisterCommand | DeregisterCommand]]:
+    """The archive's control lines by position (none without `control.jsonl`)."""
+    path = archive / CONTROL_FILE
+    if not path.is_file():
+        return []
+    commands = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            entry = json.loads(text)
+            command = parse_event_line(entry["command"])
+            position = int(entry["position"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadInput(f"{path}:{number}: not a control line ({exc})") from None
+        if not isinstance(command, (RegisterCommand, DeregisterCommand)):
+            raise BadInput(f"{path}:{number}: an event, where a control line belongs")
+        commands.append((position, command))
+    return sorted(commands, key=lambda c: c[0])
+
+
+def write_control_lines(archive: Path,
+                        commands: Iterable[tuple[int, RegisterCommand | DeregisterCommand]]
+                        ) -> None:
+    lines = []
+    for position, command in commands:
+        line: dict[str, Any] = {"control": "deregister", "id": command.id}
+        if isinstance(command, RegisterCommand):
+            line = {"control": "register", "id": command.id, "text": command.text,
+                    "history": command.history}
+        lines.append(json.dumps({"position": position, "command": line}) + "\n")
+    (archive / CONTROL_FILE).write_text("".join(lines), encoding="utf-8")
+
+
 def import_events(spark: SparkSession, events: Path, directory: Path, codec: Codec,
                   fmt: str = "parquet") -> int:
     """Turn a `juggler eval` events file into an archive (position = line - 1);
     return the number of events. Control lines go to the archive's `control.jsonl`
     with their positions (the streams hold only events), so positions still name
     eval's lines and the shared backfill applies each command where eval does."""
-    from juggler.codec.jsonl import parse_event_line
     from juggler.offline import BadInput as EvalBadInput
     from juggler.offline import conform, read_checked
-    from juggler.spark.shared import write_control_lines
 
     schemas = Schemas(load_avro_schemas(codec.schemas_dir))
     rows: dict[str, list[tuple[Any, ...]]] = {s: [] for s in codec.stream_names()}

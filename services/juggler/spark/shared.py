@@ -36,15 +36,13 @@ from juggler.engine.events import EngineConfig, Event, LateEvent, Position, Resu
 from juggler.language.model import TIMESTAMP, Query
 from juggler.service.topic_names import TopicNames
 from juggler.spark import streams
-from juggler.spark.archive import KEY, POSITION, data_columns, read_archive, spark_type
+from juggler.spark.archive import (KEY, POSITION, data_columns, read_archive,
+                                   read_control_lines, spark_type)
 from juggler.spark.errors import BadInput
 from juggler.spark.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-CONTROL_FILE = "control.jsonl"
-"""An archive's control lines: `{"position": n, "command": <the control line>}`."""
 
 STREAM = "stream"
 TRIGGER, SEQ, QUERY, LINE = "trigger", "seq", "query", "line"
@@ -67,38 +65,6 @@ class Plan:
     """stream -> topic when results go to Kafka (a source is then `{topic, partition
     -1, offset: position}`); None for eval's JSON lines."""
     results_topic: str = ""
-
-
-def read_control_lines(archive: Path) -> list[tuple[int, RegisterCommand | DeregisterCommand]]:
-    """The archive's control lines by position (none without `control.jsonl`)."""
-    path = archive / CONTROL_FILE
-    if not path.is_file():
-        return []
-    commands = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            entry = json.loads(text)
-            command = parse_event_line(entry["command"])
-            position = int(entry["position"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BadInput(f"{path}:{number}: not a control line ({exc})") from None
-        if not isinstance(command, (RegisterCommand, DeregisterCommand)):
-            raise BadInput(f"{path}:{number}: an event, where a control line belongs")
-        commands.append((position, command))
-    return sorted(commands, key=lambda c: c[0])
-
-
-def write_control_lines(archive: Path,
-                        commands: Iterable[tuple[int, RegisterCommand | DeregisterCommand]]
-                        ) -> None:
-    lines = []
-    for position, command in commands:
-        line: dict[str, Any] = {"control": "deregister", "id": command.id}
-        if isinstance(command, RegisterCommand):
-            line = {"control": "register", "id": command.id, "text": command.text,
-                    "history": command.history}
-        lines.append(json.dumps({"position": position, "command": line}) + "\n")
-    (archive / CONTROL_FILE).write_text("".join(lines), encoding="utf-8")
 
 
 def plan(queries: list[Query], archive: Path, codec: Codec, allowed_lateness: int) -> Plan:

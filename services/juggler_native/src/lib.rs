@@ -24,13 +24,18 @@ pub mod decode;
 pub mod lists;
 pub mod operator;
 pub mod ordering;
+pub mod result_body;
 pub mod result_json;
 pub mod store;
 pub mod value;
 
+#[cfg(feature = "python")]
+mod py_convert;
 #[cfg(feature = "python")]
 mod py_decode;
 #[cfg(feature = "python")]
 mod py_operator;
 #[cfg(feature = "python")]
 mod py_result_json;
+#[cfg(feature = "python")]
+mod py_spec;

@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rustc_hash::FxHashMap;
 
 use crate::decode::{Field, Layout, entity_key};
-use crate::py_operator::to_py;
+use crate::py_convert::to_py;
 use crate::value::V;
 
 /// One stream: how its records are written, and its names for the events read.

@@ -4,7 +4,7 @@
 //! `Event`'s attributes, turns its data into slot values, runs the core and builds
 //! `Result` objects directly, so no Python code runs per candidate or per held event.
 //! For the worker, `process_batch_encoded` writes each result's Avro body instead
-//! (`avro`), with no Python object per result but its bytes, and the events it takes
+//! (`result_body`), with no Python object per result but its bytes, and the events it takes
 //! are mostly `DecodedEvent`s (`py_decode`), whose values are copied into slots as
 //! they are, with no Python object per column.
 //! Python's `juggler.engine.native_engine` compiles queries into the tuples
@@ -16,19 +16,20 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::avro;
-use crate::lists::{EqConst, Exact, Factor};
-use crate::operator::{Hit, Incoming, Operator, PredSpec, QuerySpec};
+use crate::lists::Exact;
+use crate::operator::{Hit, Incoming, Operator, QuerySpec};
 use crate::ordering::{self, TypeManager};
+use crate::py_convert::{exact_str, from_py, position_prefix, to_py, untrack};
 use crate::py_decode::{DecodedEvent, EventDecoder, Stream};
-use crate::operator::KeyState;
-use crate::store::{Pos, Store};
-use crate::value::{NumKey, V, float_key};
+use crate::py_spec::pred;
+use crate::result_body::{self, Names};
+use crate::store::Pos;
+use crate::value::V;
 
 /// A stream's names: its column slots (0 is `ts`), the data shapes seen (slots in
 /// data order) and the `S.col` labels of each shape for `SELECT *`.
@@ -55,47 +56,35 @@ struct QueryInfo {
     from: Vec<u32>,
     select: Option<Vec<(Py<PyString>, u32, usize)>>,
     /// What the native writer writes the query's results with, or None if it cannot
-    /// write them as `juggler.codec.result_body` would (see `QueryAvro::new`).
-    avro: Option<QueryAvro>,
+    /// write them as `juggler.codec.result_body` would (see `query_body`).
+    body: Option<result_body::Query>,
 }
 
-/// A query's id and `SELECT` labels as Avro strings.
-struct QueryAvro {
-    id: Vec<u8>,
-    select: Vec<Vec<u8>>,
-}
-
-impl QueryAvro {
-    /// None when a result's record would not be what the native writer writes: an id
-    /// or label that is not exactly a `str` in UTF-8 (`result_body` leaves those to
-    /// fastavro), or names a Python dict would merge (a stream twice in FROM, a label
-    /// twice in SELECT, or a stream name with a dot, whose `SELECT *` labels could
-    /// repeat another stream's): the dicts of `Result` keep one entry for them.
-    fn new(py: Python<'_>, id: &Py<PyString>, streams: &[&str], select: Option<&[(Py<PyString>, u32, usize)]>) -> Option<Self> {
-        let select = match select {
-            None if streams.iter().any(|name| name.contains('.')) => return None,
-            None => Vec::new(),
-            Some(items) => items.iter().map(|(label, _, _)| exact_str(label.bind(py))).collect::<Option<_>>()?,
-        };
-        if !distinct(streams.iter().map(|name| name.as_bytes())) || !distinct(select.iter().map(Vec::as_slice)) {
-            return None;
-        }
-        Some(QueryAvro { id: exact_str(id.bind(py))?, select })
-    }
-}
-
-/// A `str` (exactly) as an Avro string; None for a subclass or a string with lone
-/// surrogates, which is not UTF-8.
-fn exact_str(s: &Bound<'_, PyString>) -> Option<Vec<u8>> {
-    if !s.is_exact_instance_of::<PyString>() {
+/// A query as its results' bodies name it; None when a result's record would not be
+/// what the native writer writes: an id or label that is not exactly a `str` in UTF-8
+/// (`result_body` leaves those to fastavro), or names a Python dict would merge (a
+/// stream twice in FROM, a label twice in SELECT, or a stream name with a dot, whose
+/// `SELECT *` labels could repeat another stream's): the dicts of `Result` keep one
+/// entry for them.
+fn query_body(py: Python<'_>, id: &Py<PyString>, streams: &[&str], from: &[u32], select: Option<&[(Py<PyString>, u32, usize)]>)
+              -> Option<result_body::Query> {
+    let select = match select {
+        None if streams.iter().any(|name| name.contains('.')) => return None,
+        None => None,
+        Some(items) => Some(
+            items.iter().map(|(label, s, slot)| Some((exact_str(label.bind(py))?, *s, *slot))).collect::<Option<Vec<_>>>()?,
+        ),
+    };
+    let labels = select.iter().flatten().map(|(label, _, _)| label.as_slice());
+    if !distinct(streams.iter().map(|name| name.as_bytes())) || !distinct(labels) {
         return None;
     }
-    s.to_str().ok().map(avro::encoded)
+    Some(result_body::Query { id: exact_str(id.bind(py))?, from: from.to_vec(), select })
 }
 
-fn distinct<'a>(names: impl ExactSizeIterator<Item = &'a [u8]>) -> bool {
-    let n = names.len();
-    names.collect::<std::collections::HashSet<_>>().len() == n
+fn distinct<'a>(names: impl Iterator<Item = &'a [u8]>) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    names.into_iter().all(|name| seen.insert(name))
 }
 
 /// A predicate list for Python: family, left column, right column, factor, size.
@@ -164,145 +153,6 @@ impl Exact for PyExact<'_> {
     fn pair(&mut self, pred: u32, l: &V, r: &V) -> bool {
         self.ask(pred, l, Some(r))
     }
-}
-
-pub(crate) fn to_py<'py>(py: Python<'py>, v: &V) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match v {
-        V::I(i) => i.into_pyobject(py)?.into_any(),
-        V::F(f) => PyFloat::new(py, *f).into_any(),
-        V::B(b) => PyBool::new(py, *b).to_owned().into_any(),
-        V::S(s) => PyString::new(py, s).into_any(),
-        V::X(text) => py.get_type::<PyInt>().call1((text.as_str(),))?,
-        V::Missing => py.None().into_bound(py),
-    })
-}
-
-/// Take a new object out of the garbage collector's care: a result (its fields hold
-/// strings, ints and dicts of values and positions, so it is in no reference cycle)
-/// or a position tuple. Tracked, the twenty results per event at J n=1,000 were
-/// traversed by every collection they lived through, and survived into the old
-/// generation often enough to set off full collections of the whole heap: a tenth of
-/// the time. Safe for any object: an untracked one only keeps what it refers to
-/// alive, and a cycle a caller later builds through a result is leaked, not freed.
-fn untrack(ob: &Bound<'_, PyAny>) {
-    // SAFETY: the GC header exists whenever PyObject_IS_GC says so; untracking an
-    // object that is not tracked does nothing.
-    unsafe {
-        if ffi::PyObject_IS_GC(ob.as_ptr()) != 0 {
-            ffi::PyObject_GC_UnTrack(ob.as_ptr().cast());
-        }
-    }
-}
-
-fn from_py(ob: &Bound<'_, PyAny>) -> PyResult<V> {
-    if let Ok(f) = ob.cast_exact::<PyFloat>() {
-        return Ok(V::F(f.value()));
-    }
-    if let Some(int) = exact_int(ob) {
-        return Ok(match int {
-            Some(value) => V::I(value),
-            None => V::X(Box::new(ob.str()?.to_str()?.to_owned())),
-        });
-    }
-    if let Ok(s) = ob.cast_exact::<PyString>() {
-        return Ok(V::S(Box::new(s.to_str()?.to_owned())));
-    }
-    if let Ok(b) = ob.cast_exact::<PyBool>() {
-        return Ok(V::B(b.is_true()));
-    }
-    Err(PyTypeError::new_err(format!("unsupported event value {ob}")))
-}
-
-/// The `topic` and `partition` of a `Position` from a position's (topic, partition):
-/// a `str` in UTF-8 and an `int` within 32 bits, exactly, or None (`result_body`
-/// leaves anything else to fastavro, or `result_record` refuses it).
-fn position_prefix(prefix: &Bound<'_, PyTuple>) -> Option<Vec<u8>> {
-    let topic = prefix.get_item(0).ok()?;
-    let mut out = exact_str(topic.cast_exact::<PyString>().ok()?)?;
-    let partition = prefix.get_item(1).ok()?;
-    avro::long(&mut out, i32::try_from(exact_int(&partition)??).ok()?.into());
-    Some(out)
-}
-
-/// For an `int` (exactly, not `bool`): its value if it fits 64 bits, else None; None
-/// for anything else.
-fn exact_int(ob: &Bound<'_, PyAny>) -> Option<Option<i64>> {
-    if !ob.is_exact_instance_of::<PyInt>() {
-        return None;
-    }
-    let mut overflow = 0;
-    // -1 without overflow may also mean an error, which an exact int cannot raise
-    let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
-    Some((overflow == 0).then_some(value))
-}
-
-/// A Python int as i128, clamped at the ends (no difference of 64-bit values reaches them).
-fn clamped(ob: &Bound<'_, PyAny>) -> PyResult<i128> {
-    match ob.extract::<i128>() {
-        Ok(v) => Ok(v),
-        Err(_) => Ok(if ob.gt(0)? { i128::MAX } else { i128::MIN }),
-    }
-}
-
-fn constant(ob: &Bound<'_, PyAny>) -> PyResult<EqConst> {
-    let t = ob.cast::<PyTuple>()?;
-    let tag: String = t.get_item(0)?.extract()?;
-    Ok(match tag.as_str() {
-        "i" => EqConst::Num(NumKey::I(t.get_item(1)?.extract()?)),
-        "f" => EqConst::Num(float_key(t.get_item(1)?.extract()?)),
-        "s" => EqConst::Str(t.get_item(1)?.extract::<String>()?.into()),
-        "b" => EqConst::Bool(t.get_item(1)?.extract()?),
-        "never" => EqConst::Never,
-        "d" => {
-            let int = t.get_item(2)?;
-            EqConst::Diff(t.get_item(1)?.extract()?, if int.is_none() { None } else { Some(clamped(&int)?) })
-        }
-        _ => return Err(PyValueError::new_err(format!("unknown constant {ob}"))),
-    })
-}
-
-fn factor(f: &Bound<'_, PyAny>, int: &Bound<'_, PyAny>) -> PyResult<Factor> {
-    Ok(Factor { f: f.extract()?, int: if int.is_none() { None } else { int.extract().ok() } })
-}
-
-fn pred(t: &Bound<'_, PyTuple>) -> PyResult<PredSpec> {
-    let tag: String = t.get_item(0)?.extract()?;
-    let g = |i: usize| t.get_item(i);
-    Ok(match tag.as_str() {
-        "range" => PredSpec::Range {
-            id: g(1)?.extract()?,
-            stream: g(2)?.extract()?,
-            slot: g(3)?.extract()?,
-            lower: g(4)?.extract()?,
-            tf: g(5)?.extract()?,
-            ti: clamped(&g(6)?)?,
-        },
-        "eq" => PredSpec::Eq {
-            id: g(1)?.extract()?,
-            stream: g(2)?.extract()?,
-            slot: g(3)?.extract()?,
-            eq: g(4)?.extract()?,
-            constant: constant(&g(5)?)?,
-        },
-        "prange" => PredSpec::PairRange {
-            id: g(1)?.extract()?,
-            l: (g(2)?.extract()?, g(3)?.extract()?),
-            r: (g(4)?.extract()?, g(5)?.extract()?),
-            lower: g(6)?.extract()?,
-            factor: factor(&g(7)?, &g(8)?)?,
-            tf: g(9)?.extract()?,
-            ti: clamped(&g(10)?)?,
-        },
-        "peq" => PredSpec::PairEq {
-            id: g(1)?.extract()?,
-            l: (g(2)?.extract()?, g(3)?.extract()?),
-            r: (g(4)?.extract()?, g(5)?.extract()?),
-            eq: g(6)?.extract()?,
-            factor: factor(&g(7)?, &g(8)?)?,
-            constant: constant(&g(9)?)?,
-        },
-        _ => return Err(PyValueError::new_err(format!("unknown predicate {t}"))),
-    })
 }
 
 impl PyOperator {
@@ -538,14 +388,14 @@ impl PyOperator {
         let ks = &self.core.keys[key];
         let sources = PyDict::new(py);
         for &s in &q.from {
-            let (store, i) = event_of(ks, hit, s);
+            let (store, i) = ks.event_of(hit, s);
             sources.set_item(self.streams[s as usize].name.bind(py), self.decode_pos(py, store.pos(i))?)?;
         }
         let row = PyDict::new(py);
         match &q.select {
             None => {
                 for &s in &q.from {
-                    let (store, i) = event_of(ks, hit, s);
+                    let (store, i) = ks.event_of(hit, s);
                     let names = &self.streams[s as usize];
                     let shape = store.shape(i) as usize;
                     for (label, &slot) in names.labels[shape].iter().zip(&names.shapes[shape]) {
@@ -555,7 +405,7 @@ impl PyOperator {
             }
             Some(select) => {
                 for (label, s, slot) in select {
-                    let (store, i) = event_of(ks, hit, *s);
+                    let (store, i) = ks.event_of(hit, *s);
                     row.set_item(label.bind(py), to_py(py, store.value(i, *slot))?)?;
                 }
             }
@@ -586,61 +436,11 @@ impl PyOperator {
         Ok(out)
     }
 
-    /// Append the Avro body of a `juggler.Result` (schemas/Result.avsc) to `out`,
-    /// the bytes `result_body(result_record(r))` gives for the `Result` r that
-    /// `result` builds; false, with what it appended unusable, for a result it does not write
-    /// the same way: a query `QueryAvro::new` refuses, a position that is not
-    /// (topic, partition, offset) as `position_prefix` takes it, or an int beyond 64
-    /// bits in the row. Python then builds and encodes that result as before, and
-    /// refuses, writes or reports it exactly as it always did.
+    /// `result_body::write` for a result of the query with `hit.bit`; false for a
+    /// query `query_body` refuses.
     fn write_body(&self, q: &QueryInfo, key: &str, hit: &Hit, out: &mut Vec<u8>) -> bool {
-        let Some(qa) = &q.avro else { return false };
-        let ks = &self.core.keys[key];
-        out.extend_from_slice(&qa.id);
-        avro::string(out, key);
-        avro::long(out, hit.ts);
-        avro::map_start(out, q.from.len());
-        for &s in &q.from {
-            let (store, i) = event_of(ks, hit, s);
-            let (tag, offset) = store.pos(i);
-            // tag 0 (a bare int) and u32::MAX (any other object) have no prefix
-            let Some(Some(prefix)) = tag.checked_sub(1).and_then(|t| self.prefix_avro.get(t as usize)) else { return false };
-            out.extend_from_slice(&self.streams[s as usize].name_avro);
-            out.extend_from_slice(prefix);
-            avro::long(out, offset);
-        }
-        avro::map_end(out);
-        match &q.select {
-            None => {
-                let shape_of = |s: u32| {
-                    let (store, i) = event_of(ks, hit, s);
-                    (store, i, store.shape(i) as usize)
-                };
-                avro::map_start(out, q.from.iter().map(|&s| self.streams[s as usize].shapes[shape_of(s).2].len()).sum());
-                for &s in &q.from {
-                    let names = &self.streams[s as usize];
-                    let (store, i, shape) = shape_of(s);
-                    for (label, &slot) in names.labels_avro[shape].iter().zip(&names.shapes[shape]) {
-                        out.extend_from_slice(label);
-                        if !avro::row_value(out, store.value(i, slot)) {
-                            return false;
-                        }
-                    }
-                }
-            }
-            Some(select) => {
-                avro::map_start(out, select.len());
-                for ((_, s, slot), label) in select.iter().zip(&qa.select) {
-                    let (store, i) = event_of(ks, hit, *s);
-                    out.extend_from_slice(label);
-                    if !avro::row_value(out, store.value(i, *slot)) {
-                        return false;
-                    }
-                }
-            }
-        }
-        avro::map_end(out);
-        true
+        let Some(body) = &q.body else { return false };
+        result_body::write(out, self, body, &self.core.keys[key], key, hit)
     }
 
     /// Evaluate one event: its key object and the core's outcome (the results it
@@ -741,6 +541,22 @@ impl PyOperator {
     }
 }
 
+impl Names for PyOperator {
+    fn stream(&self, s: u32) -> &[u8] {
+        &self.streams[s as usize].name_avro
+    }
+
+    fn shape(&self, s: u32, shape: u32) -> (&[usize], &[Vec<u8>]) {
+        let names = &self.streams[s as usize];
+        (&names.shapes[shape as usize], &names.labels_avro[shape as usize])
+    }
+
+    fn prefix(&self, tag: u32) -> Option<&[u8]> {
+        // tag 0 (a bare int) and u32::MAX (any other object) have no prefix
+        self.prefix_avro.get(tag.checked_sub(1)? as usize)?.as_deref()
+    }
+}
+
 /// The core's answer to an event: the results it completes, or the key's maxts when
 /// the event is late.
 type Outcome = Result<Vec<Hit>, i64>;
@@ -749,12 +565,6 @@ type Outcome = Result<Vec<Hit>, i64>;
 /// events in FROM order (which is the order of their positions).
 fn in_order(hit: &Hit) -> (u64, &[u64]) {
     (hit.order, &hit.seqs)
-}
-
-/// The held event a result takes from stream `s`: its store and index.
-fn event_of<'k>(ks: &'k KeyState, hit: &Hit, s: u32) -> (&'k Store, usize) {
-    let &(_, i) = hit.refs.iter().find(|(ps, _)| *ps == s).unwrap();
-    (&ks.stores[s as usize], i)
 }
 
 /// A query's `select` as Python gives it: (label, stream, column) triples.
@@ -821,9 +631,9 @@ impl PyOperator {
                     .collect()
             });
             let names: Vec<&str> = streams.iter().map(String::as_str).collect();
-            let avro = QueryAvro::new(py, &query_id, &names, select.as_deref());
+            let body = query_body(py, &query_id, &names, &from, select.as_deref());
             specs.push(QuerySpec { streams: from.clone(), window, preds });
-            infos.push(QueryInfo { id: query_id, from, select, avro });
+            infos.push(QueryInfo { id: query_id, from, select, body });
         }
         let bits = self.core.register_many(specs);
         for (&bit, info) in bits.iter().zip(infos) {

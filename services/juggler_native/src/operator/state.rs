@@ -3,6 +3,14 @@
 
 use super::*;
 
+impl KeyState {
+    /// The held event a result takes from stream `s`: its store and index.
+    pub fn event_of(&self, hit: &Hit, s: u32) -> (&Store, usize) {
+        let &(_, i) = hit.refs.iter().find(|(ps, _)| *ps == s).unwrap();
+        (&self.stores[s as usize], i)
+    }
+}
+
 impl Operator {
     /// Reinstate a key's bounds from a snapshot; its held events follow (`restore`).
     pub fn restore_key(&mut self, key: &str, maxts: Option<i64>, floor: Option<i64>) {
