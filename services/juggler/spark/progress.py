@@ -69,7 +69,7 @@ class StageProgress:
         self.progress, self.every = progress, every
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="stage-progress", daemon=True)
-        self.seen: dict[int, tuple[str, int]] = {}
+        self.reported: set[int] = set()
 
     def __enter__(self) -> StageProgress:
         url = self.context.uiWebUrl
@@ -87,14 +87,21 @@ class StageProgress:
             self._poll()
 
     def _poll(self) -> None:
+        """Report every stage of the application's jobs whose tasks all completed: the
+        driver keeps finished stages' info, so a stage that began and ended between two
+        polls is reported too (a stage skipped because its output was reused never
+        completes a task, and is left out)."""
         tracker = self.context.statusTracker()
-        active = set(tracker.getActiveStageIds())
-        for stage in active:
-            info = tracker.getStageInfo(stage)
-            if info is not None:
-                self.seen[stage] = (info.name, info.numTasks)
-        for stage in sorted(set(self.seen) - active):
-            name, tasks = self.seen.pop(stage)
-            call = name.split(" at ")[0]  # the action (count, load...), or a closure's name
-            label = "shuffle" if call.startswith("$") else call
-            self.progress.note(f"stage {stage} done ({tasks} tasks): {label}")
+        for job in sorted(tracker.getJobIdsForGroup()):
+            info = tracker.getJobInfo(job)
+            for stage in sorted(info.stageIds) if info is not None else ():
+                if stage in self.reported:
+                    continue
+                stage_info = tracker.getStageInfo(stage)
+                if stage_info is None or stage_info.numTasks == 0 \
+                        or stage_info.numCompletedTasks < stage_info.numTasks:
+                    continue
+                self.reported.add(stage)
+                call = stage_info.name.split(" at ")[0]  # the action, or a closure's name
+                label = "shuffle" if call.startswith("$") else call
+                self.progress.note(f"stage {stage} done ({stage_info.numTasks} tasks): {label}")
