@@ -1,10 +1,10 @@
-"""The worker's small pages answer while its loop holds the round lock: they read the
-snapshot the loop published (`pages`), so a probe or a scrape never waits for a round."""
+"""The worker's small pages answer from the snapshot the loop published (`pages`), never
+from the live tasks, which only the loop's thread may touch mid-round: a probe or a
+scrape never waits for a round, nor reads a task half-way through one."""
 
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +16,6 @@ from juggler.service.http_api import serve
 from juggler.service.loop_clock import LoopClock
 from juggler.service.metrics import WorkerMetrics
 from juggler.service.pages import Engine, Pages, Scrape
-from juggler.service.round_lock import RoundLock
 
 QUERY = {"id": "q1", "text": "SELECT * FROM B"}
 
@@ -35,35 +34,34 @@ def published() -> Pages:
                                registered=frozenset({"q1"})))
 
 
+class LiveTasks(dict):  # type: ignore[type-arg]
+    """The loop's tasks, mid-round: a page that reads them fails the test."""
+
+    def __getitem__(self, key: object) -> None:
+        raise AssertionError("a page read the live tasks")
+
+    def values(self) -> None:  # type: ignore[override]
+        raise AssertionError("a page read the live tasks")
+
+    def items(self) -> None:  # type: ignore[override]
+        raise AssertionError("a page read the live tasks")
+
+
 @pytest.fixture(scope="module")
 def busy_port() -> Iterator[int]:
-    """A worker whose loop holds its round lock, mid-round, until the tests are done."""
-    worker = SimpleNamespace(lock=RoundLock(), ready=True, tasks={0: None},
+    """A worker mid-round: its tasks must not be read, its snapshot is published."""
+    worker = SimpleNamespace(ready=True, tasks=LiveTasks({0: None}),
                              unavailable=lambda: None, settings=SimpleNamespace(app_id="a"),
                              catalog=["B"], clock=LoopClock(), pages=published(),
                              results_store=SimpleNamespace(
                                  failures=0, health=lambda: {"status": "ok", "lag": 0}))
+    worker.restored_tasks = lambda: list(worker.tasks.values())
     worker.scrape = lambda: worker.pages.scrape
     worker.metrics = WorkerMetrics(worker)
-    holding, done = threading.Event(), threading.Event()
-
-    def round_() -> None:
-        with worker.lock:
-            holding.set()
-            done.wait()
-
-    loop = threading.Thread(target=round_, daemon=True)
-    loop.start()
-    holding.wait()
-    try:
-        yield serve(worker, "127.0.0.1", 0).port
-    finally:
-        done.set()
-        loop.join()
+    yield serve(worker, "127.0.0.1", 0).port
 
 
 def get(port: int, path: str) -> bytes:
-    # the timeout only ends a test that would otherwise hang on the lock
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as response:
         return bytes(response.read())
 

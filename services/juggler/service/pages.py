@@ -1,12 +1,10 @@
 """What the worker's small HTTP pages (`/queries`, `/progress`, `/metrics`) read of its
-tasks: a snapshot the loop takes at the end of each round, under its round lock, and
-publishes by swapping one reference (`JugglerWorker.pages`), which the HTTP thread
-reads without the lock.
+tasks: a snapshot the loop takes at the end of each round and publishes by swapping
+one reference (`JugglerWorker.pages`), which the HTTP thread reads as it stands.
 
-Why not read the tasks under the lock: a page then waited for the loop to hand the lock
-over (a batch of a task's run at most), and on a busy worker for the interpreter, which
-the loop holds between two such batches; a page may be a round stale instead (a round
-is a batch per task). The snapshot holds only what the pages show, so taking it costs
+Why not read the live tasks: only the loop's thread may touch them mid-round, so a
+page would wait for the loop, and on a busy worker for the interpreter it holds; a
+page may be a round stale instead (a round is a batch per task). The snapshot holds only what the pages show, so taking it costs
 the loop little (docs/benchmarks.md, "Probes").
 """
 
@@ -59,7 +57,7 @@ EMPTY = Pages(progress=MappingProxyType({"partitions": {}, "restoring": [], "con
 
 
 def take(worker: Any) -> Pages:
-    """The pages' view of the worker's tasks now; the caller holds its round lock."""
+    """The pages' view of the worker's tasks now; called on the loop's thread."""
     return Pages(progress=worker.progress(), queries=tuple(worker.registered_queries()),
                  scrape=scrape(worker))
 

@@ -69,8 +69,7 @@ def _assigned(worker: Any, fresh: list[Any], control: Any | None) -> None:
             task.restored = True  # came back unchanged: its engine is the committed state
         else:
             if task.committed is not None:  # moved and came back: start afresh
-                with worker.lock:
-                    task = worker.tasks[task.partition] = type(task)(worker, task.partition)
+                task = worker.tasks[task.partition] = type(task)(worker, task.partition)
             rebuild.append(task)
         current.append(task)
     states = {task.partition: TaskState() for task in rebuild}

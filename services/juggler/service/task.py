@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +38,6 @@ BARRIER_HEADER = "juggler-barrier"
 ROW_OMITTED_HEADER = "juggler-row-omitted"
 LATE_LOG_EVERY = 10.0
 """Seconds between two log lines about late events of one task (they are all counted)."""
-HANDOVER_EVENTS = 250
-"""Events a task evaluates at most between two `pause` calls of its run: the worker's
-pages that read under its round lock wait for that many events at most, not for the
-run's whole budget (the operator's cost per call is small against 250 events)."""
 
 
 @dataclass(slots=True)
@@ -151,11 +147,9 @@ class PartitionTask:
 
     # the round ----------------------------------------------------------------------
 
-    def run(self, outbox: Outbox, counts: RoundCounts, budget: int, now: float,
-            pause: Callable[[], None] = lambda: None) -> Wait | None:
+    def run(self, outbox: Outbox, counts: RoundCounts, budget: int, now: float) -> Wait | None:
         """Take up to `budget` records; the Wait that stopped it, or None if the budget
-        ran out. `pause` is called after each batch of `HANDOVER_EVENTS`, where the
-        task's state is whole (the worker hands its round lock to waiting readers)."""
+        ran out."""
         order = self.order
         clock = self.w.clock
         clock.enter("order")
@@ -174,15 +168,12 @@ class PartitionTask:
                 # the records `next` would return one after another from the same
                 # partition: the other inputs are looked at once per run, not per record
                 stream = step.input.stream
-                run = order.take_run(step, min(left, HANDOVER_EVENTS - len(batch)))
+                run = order.take_run(step, left)
                 left -= len(run)
                 if len(run) == 1:  # the most common run on interleaved streams
                     batch.append((stream, *step.record.item))
                 else:
                     batch.extend([(stream, *pending.item) for pending in run])
-                if len(batch) >= HANDOVER_EVENTS:
-                    self._events(batch, outbox, counts, dirty)
-                    pause()
             else:
                 order.pop(step)
                 left -= 1

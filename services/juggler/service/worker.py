@@ -38,7 +38,6 @@ from juggler.service.job import FAILURE_EXIT, Job
 from juggler.service.recovery import Backoff, Unrecoverable, diagnose
 from juggler.service.pages import EMPTY
 from juggler.service.pages import take as take_pages
-from juggler.service.round_lock import RoundLock
 from juggler.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -82,12 +81,10 @@ class JugglerWorker(Job):
         self.tasks: dict[int, Any] = {}
         self.control: Any = None
         self.metrics = WorkerMetrics(self)
-        self.lock = RoundLock()
-        """Held while a round changes the tasks (not while it waits, and handed over
-        between two batches of a task's run)."""
         self.pages = EMPTY
         """What the HTTP pages read of the tasks, as of the end of the last round
-        (`pages`): replaced whole, never changed, so they read it without `lock`."""
+        (`pages`): replaced whole, never changed, so the HTTP thread reads it without
+        waiting for the loop, which alone touches the tasks."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
@@ -129,7 +126,7 @@ class JugglerWorker(Job):
     # what the HTTP port and the metrics read ------------------------------------------
 
     def restored_tasks(self) -> list[Any]:
-        """The tasks whose engines may be read (by `pages.take`, under `lock`)."""
+        """The tasks whose engines may be read (by `pages.take`, on the loop's thread)."""
         return [t for t in list(self.tasks.values()) if t.restored]
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
@@ -141,9 +138,8 @@ class JugglerWorker(Job):
     def _publish_pages(self) -> None:
         """Replace what the pages read (`pages`) with the tasks as they are now: at the
         end of each round, and where a rebalance or a fault changes which tasks there
-        are (the restore that follows runs outside the lock, and a page must not show
-        a partition gone, or miss one being restored, meanwhile). The caller holds
-        `lock`."""
+        are (the restore that follows takes a while, and a page must not show a
+        partition gone, or miss one being restored, meanwhile)."""
         self.pages = take_pages(self)
 
     # the loop -------------------------------------------------------------------------
@@ -248,13 +244,12 @@ class JugglerWorker(Job):
         if self.transactions is not None:
             self.transactions.abandon()
         consumer, self.consumer = self.consumer, None
-        with self.lock:
-            self.tasks, self.control, self._revoked = {}, None, {}
-            self._clearances, self._committed, self._paused = {}, {}, set()
-            self._control_committed, self._control_known = None, False
-            self._assigned, self._group_meta, self._highs = False, None, {}
-            self._generation += 1
-            self._publish_pages()
+        self.tasks, self.control, self._revoked = {}, None, {}
+        self._clearances, self._committed, self._paused = {}, {}, set()
+        self._control_committed, self._control_known = None, False
+        self._assigned, self._group_meta, self._highs = False, None, {}
+        self._generation += 1
+        self._publish_pages()
         return consumer
 
     def _await_cluster(self) -> bool:
@@ -339,13 +334,12 @@ class JugglerWorker(Job):
                 # back on the loop's path, 40% of K's evaluation time
                 self.transactions.wait()
             clock.enter("other")
-            self._restore_new()  # outside the lock: the HTTP thread skips restoring tasks
-            with self.lock:
-                clock.enter("decode")
-                self._route(messages)
-                clock.enter("other")
-                timeout = self._round()
-                self._publish_pages()
+            self._restore_new()
+            clock.enter("decode")
+            self._route(messages)
+            clock.enter("other")
+            timeout = self._round()
+            self._publish_pages()
         # stopped: close in order (after a failure `_supervise` closes what is left)
         self.clearance.close()
         try:
@@ -380,18 +374,17 @@ class JugglerWorker(Job):
 
         if consumer is not self.consumer:
             return  # a consumer closed after a failure: its tasks are gone already
-        with self.lock:
-            self._generation += 1
-            for tp in partitions:
-                if tp.topic == self.names.control:
-                    self.control = ControlTask(self)
-                    self._control_known = False
-                elif tp.partition not in self.tasks:
-                    task = self._revoked.pop(tp.partition, None)
-                    self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
-            self._revoked.clear()
-            self._assigned, self.ready = True, False
-            self._publish_pages()
+        self._generation += 1
+        for tp in partitions:
+            if tp.topic == self.names.control:
+                self.control = ControlTask(self)
+                self._control_known = False
+            elif tp.partition not in self.tasks:
+                task = self._revoked.pop(tp.partition, None)
+                self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
+        self._revoked.clear()
+        self._assigned, self.ready = True, False
+        self._publish_pages()
         log.info("assigned partitions %s%s", sorted(self.tasks),
                  " and the control partition" if self.control else "")
 
@@ -399,21 +392,20 @@ class JugglerWorker(Job):
         if consumer is not self.consumer:
             return  # a consumer closed after a failure: its tasks are gone already
         self.transactions.wait()  # a revoked task keeps the offsets committed for it
-        with self.lock:
-            self._generation += 1
-            for tp in partitions:
-                if tp.topic == self.names.control:
-                    self.control = None
-                    self._control_known = False
-                    self._assigned = self.ready = False
-                elif tp.partition in self.tasks:
-                    self._assigned = self.ready = False
-                    self._revoked[tp.partition] = self.tasks.pop(tp.partition).revoked(
-                        self._committed)
-                    self._clearances.pop(tp.partition, None)
-                self._committed.pop((tp.topic, tp.partition), None)
-                self._paused.discard((tp.topic, tp.partition))
-            self._publish_pages()
+        self._generation += 1
+        for tp in partitions:
+            if tp.topic == self.names.control:
+                self.control = None
+                self._control_known = False
+                self._assigned = self.ready = False
+            elif tp.partition in self.tasks:
+                self._assigned = self.ready = False
+                self._revoked[tp.partition] = self.tasks.pop(tp.partition).revoked(
+                    self._committed)
+                self._clearances.pop(tp.partition, None)
+            self._committed.pop((tp.topic, tp.partition), None)
+            self._paused.discard((tp.topic, tp.partition))
+        self._publish_pages()
         log.info("partitions revoked; now %s", sorted(self.tasks))
 
     def _restore_new(self) -> None:
@@ -490,8 +482,7 @@ class JugglerWorker(Job):
             outbox, counts = Outbox(), RoundCounts()
             self.control.run(outbox, counts)
             self._commit(outbox, counts)
-            with self.lock.released():
-                self.transactions.wait()  # clearance below needs the control offset committed
+            self.transactions.wait()  # clearance below needs the control offset committed
             # and asks it of the group once more: commit_transaction returns before the
             # broker has written the markers that make the fanout copies readable, and
             # the group answers a stable offset only once its own marker is written
@@ -504,8 +495,7 @@ class JugglerWorker(Job):
         until: float | None = None
         busy = False
         for task in list(self.tasks.values()):
-            self.lock.pause()  # between two tasks' batches; the task's run pauses within
-            wait = task.run(outbox, counts, self.settings.batch_max, now, self.lock.pause)
+            wait = task.run(outbox, counts, self.settings.batch_max, now)
             if wait is None:
                 busy = True
                 continue
@@ -535,8 +525,7 @@ class JugglerWorker(Job):
             return
         self.metrics.handed_over(counts)
         outbox.then(lambda: self.metrics.count(counts))
-        with self.lock.released():
-            self.transactions.wait_for_room()
+        self.transactions.wait_for_room()
         self.transactions.submit(outbox, self._group_metadata())
         self._committed.update(outbox.offsets)
 
@@ -671,12 +660,10 @@ class JugglerWorker(Job):
         wanted = {(self.names.stream(inp.stream), task.partition): inp
                   for task, inp in refresh if now - inp.end_at >= REFRESH_EVERY}
         if not wanted:
-            with self.lock.released():
-                time.sleep(REFRESH_EVERY)
+            time.sleep(REFRESH_EVERY)
             return
         asked, epoch = time.monotonic(), self._epoch
-        with self.lock.released():
-            ends = log_ends(self.admin, wanted)
+        ends = log_ends(self.admin, wanted)
         for tp, end in ends.items():
             wanted[tp].end, wanted[tp].end_at, wanted[tp].end_epoch = end, asked, epoch
 
