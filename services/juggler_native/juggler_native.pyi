@@ -42,23 +42,76 @@ _EqConstant: TypeAlias = (
 """An `=`/`!=` constant as the operator hashes it: an int, a double, a string, a bool,
 none any value can equal, or (for a pair) the exact difference as a double and an int."""
 
-_RangeSpec: TypeAlias = tuple[Literal["range"], int, int, int, bool, float, int]
-"""("range", predicate id, stream id, column slot, lower bound?, threshold as a
-double, threshold for ints)."""
-_EqSpec: TypeAlias = tuple[Literal["eq"], int, int, int, bool, _EqConstant]
-"""("eq", predicate id, stream id, column slot, `=` (not `!=`)?, constant)."""
-_PairRangeSpec: TypeAlias = tuple[
-    Literal["prange"], int, int, int, int, int, bool, float, int | None, float, int
-]
-"""("prange", predicate id, left stream, left slot, right stream, right slot, lower
-bound?, factor as a double, factor as an int or None, offset as a double, offset
-threshold for ints)."""
-_PairEqSpec: TypeAlias = tuple[
-    Literal["peq"], int, int, int, int, int, bool, float, int | None, _EqConstant
-]
-"""("peq", predicate id, left stream, left slot, right stream, right slot, `=`?,
-factor as a double, factor as an int or None, the offset as a `"d"` constant)."""
+class _AttributeSpec(Protocol):
+    """A predicate on one column."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def stream(self) -> int: ...
+    @property
+    def slot(self) -> int: ...
+
+class _PairSpec(Protocol):
+    """A predicate `left - factor * right op constant`: columns as (stream id, slot),
+    the factor as a double and as an int when it is one within 64 bits."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def left(self) -> tuple[int, int]: ...
+    @property
+    def right(self) -> tuple[int, int]: ...
+    @property
+    def factor(self) -> float: ...
+    @property
+    def int_factor(self) -> int | None: ...
+
+class _Bound(Protocol):
+    """`>= threshold` (`lower`) or `<= threshold`, as a double and for ints."""
+
+    @property
+    def lower(self) -> bool: ...
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def int_threshold(self) -> int: ...
+
+class _Equal(Protocol):
+    """`= constant` (`eq`) or `!= constant`."""
+
+    @property
+    def eq(self) -> bool: ...
+    @property
+    def constant(self) -> _EqConstant: ...
+
+class _RangeSpec(_AttributeSpec, _Bound, Protocol):
+    """`juggler.engine.predicate_specs.RangeSpec`."""
+
+    @property
+    def kind(self) -> Literal["range"]: ...
+
+class _EqSpec(_AttributeSpec, _Equal, Protocol):
+    """`juggler.engine.predicate_specs.EqSpec`."""
+
+    @property
+    def kind(self) -> Literal["eq"]: ...
+
+class _PairRangeSpec(_PairSpec, _Bound, Protocol):
+    """`juggler.engine.predicate_specs.PairRangeSpec`."""
+
+    @property
+    def kind(self) -> Literal["pair_range"]: ...
+
+class _PairEqSpec(_PairSpec, _Equal, Protocol):
+    """`juggler.engine.predicate_specs.PairEqSpec`."""
+
+    @property
+    def kind(self) -> Literal["pair_eq"]: ...
+
 _PredicateSpec: TypeAlias = _RangeSpec | _EqSpec | _PairRangeSpec | _PairEqSpec
+"""A predicate compiled for `Operator.register`: the binding reads these fields by name
+(`juggler.engine.predicate_specs` builds them)."""
 
 _Selected: TypeAlias = list[tuple[str, str, str]]
 """The selected columns as (label "S.col", stream, column); None selects everything."""

@@ -1,12 +1,13 @@
 """The Juggler operator with its state and per-event path in Rust.
 
-Python keeps the language: this module compiles each query into the tuples
-`juggler_native.Operator.register` takes, computing every threshold exactly here
-(`juggler.engine.exact`), and answers the operator's exact fallback, the rare
-comparison that doubles cannot decide (a difference within rounding of a constant,
-an int beyond 64 bits), with rational arithmetic. Everything per event (attribute
-masks, held events by key and stream, time-range retrieval, join and window lists,
-MAXWINDOW, results) runs in Rust, one boundary crossing per event or per batch.
+Python keeps the language: this module compiles each query into the specs
+`juggler_native.Operator.register` takes (`juggler.engine.predicate_specs`),
+computing every threshold exactly here (`juggler.engine.exact`), and answers the
+operator's exact fallback, the rare comparison that doubles cannot decide (a
+difference within rounding of a constant, an int beyond 64 bits), with rational
+arithmetic. Everything per event (attribute masks, held events by key and stream,
+time-range retrieval, join and window lists, MAXWINDOW, results) runs in Rust, one
+boundary crossing per event or per batch.
 Every entry point that takes events takes `Event`s and the worker's
 `juggler_native.DecodedEvent`s (stream records decoded in Rust, `Codec.native_decoder`)
 alike; the operator reads the latter's values without a Python object per column.
@@ -30,6 +31,8 @@ from juggler.engine.exact import (attribute_holds, equality_key, lower_threshold
                                   pair_holds, to_float, upper_threshold)
 from juggler.engine.native import DecodedEvent, Operator
 from juggler.engine.orders import TYPES, check_order
+from juggler.engine.predicate_specs import (EqSpec, PairEqSpec, PairRangeSpec,
+                                            PredicateSpec, RangeSpec)
 from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
                                     Query)
 
@@ -219,34 +222,34 @@ class NativeEngine:
             return attribute_holds(predicate, left)
         return pair_holds(predicate, left, right)
 
-    def _compile(self, p: Predicate) -> tuple:
+    def _compile(self, p: Predicate) -> PredicateSpec:
         op = self._op
-        kind, constants = _constants(p)
+        spec, constants = _constants(p)
         if isinstance(p, AttributePredicate):
-            return (kind, self._id(p), *op.slot(p.column.stream, p.column.column), *constants)
-        return (kind, self._id(p), *op.slot(p.left.stream, p.left.column),
-                *op.slot(p.right.stream, p.right.column), *constants)
+            return spec(self._id(p), *op.slot(p.column.stream, p.column.column), *constants)
+        return spec(self._id(p), op.slot(p.left.stream, p.left.column),
+                    op.slot(p.right.stream, p.right.column), *constants)
 
 
 @lru_cache(maxsize=1 << 18)
-def _constants(p: Predicate) -> tuple[str, tuple]:
-    """A predicate's kind and exact thresholds as `Operator.register` takes them, the
+def _constants(p: Predicate) -> tuple[type[PredicateSpec], tuple]:
+    """A predicate's spec class and the fields after its columns, exact thresholds, the
     part of its compiled form every engine shares: computed once per process, not once
     per partition's engine (in rational arithmetic, it was a third of each engine's
     registration, and every partition registers every query)."""
     if isinstance(p, AttributePredicate):
         k = p.constant
         if isinstance(k, Fraction) and p.op in _LOWER:
-            return "range", (True, lower_threshold(p.op, k), _int_threshold(p.op, k))
+            return RangeSpec, (True, lower_threshold(p.op, k), _int_threshold(p.op, k))
         if isinstance(k, Fraction) and p.op in _UPPER:
-            return "range", (False, upper_threshold(p.op, k), _int_threshold(p.op, k))
-        return "eq", (p.op is Op.EQ, _eq_constant(k))
+            return RangeSpec, (False, upper_threshold(p.op, k), _int_threshold(p.op, k))
+        return EqSpec, (p.op is Op.EQ, _eq_constant(k))
     factor = (to_float(p.factor),
               int(p.factor) if p.factor.denominator == 1 and abs(p.factor) < _I64 else None)
     o = p.offset
     if p.op in _LOWER or p.op in _UPPER:
-        return "prange", (p.op in _LOWER, *factor, to_float(o), _int_threshold(p.op, o))
-    return "peq", (p.op is Op.EQ, *factor, ("d", to_float(o), int(o) if o.denominator == 1 else None))
+        return PairRangeSpec, (p.op in _LOWER, *factor, to_float(o), _int_threshold(p.op, o))
+    return PairEqSpec, (p.op is Op.EQ, *factor, ("d", to_float(o), int(o) if o.denominator == 1 else None))
 
 
 class TypeCounters:

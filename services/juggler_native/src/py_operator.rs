@@ -7,8 +7,8 @@
 //! (`result_body`), with no Python object per result but its bytes, and the events it takes
 //! are mostly `DecodedEvent`s (`py_decode`), whose values are copied into slots as
 //! they are, with no Python object per column.
-//! Python's `juggler.engine.native_engine` compiles queries into the tuples
-//! `register` takes and answers the exact fallback (`exact(pred, left, right)`).
+//! Python's `juggler.engine.native_engine` compiles queries into the predicate specs
+//! `register` takes (`py_spec`) and answers the exact fallback (`exact(pred, left, right)`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -570,7 +570,7 @@ fn in_order(hit: &Hit) -> (u64, &[u64]) {
 /// A query's `select` as Python gives it: (label, stream, column) triples.
 type Selected = Vec<(Py<PyString>, String, String)>;
 /// `PyOperator::register`'s arguments.
-type Compiled<'py> = (Py<PyString>, Vec<String>, i64, Vec<Bound<'py, PyTuple>>, Option<Selected>);
+type Compiled<'py> = (Py<PyString>, Vec<String>, i64, Vec<Bound<'py, PyAny>>, Option<Selected>);
 
 #[pymethods]
 impl PyOperator {
@@ -608,7 +608,7 @@ impl PyOperator {
     /// Add a compiled query; returns its bit. `select` is None for `SELECT *`, else
     /// (label, stream, column) triples.
     fn register(&mut self, py: Python<'_>, query_id: Py<PyString>, streams: Vec<String>, window: i64,
-                preds: Vec<Bound<'_, PyTuple>>, select: Option<Selected>) -> PyResult<usize> {
+                preds: Vec<Bound<'_, PyAny>>, select: Option<Selected>) -> PyResult<usize> {
         Ok(self.register_many(py, vec![(query_id, streams, window, preds, select)])?[0])
     }
 

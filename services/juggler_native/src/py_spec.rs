@@ -1,15 +1,69 @@
-//! Predicate specs from Python: `juggler.engine.native_engine` compiles a query's
-//! predicates, with exact thresholds, into the `PredSpec`s the core registers.
+//! Predicate specs from Python: `juggler.engine.predicate_specs`' named tuples, which
+//! `juggler.engine.native_engine` compiles a query's predicates into (exact
+//! thresholds, column slots), read by field name into the `PredSpec`s the core
+//! registers.
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyString, PyTuple};
 
 use crate::lists::{EqConst, Factor};
 use crate::operator::PredSpec;
 use crate::py_convert::clamped;
 use crate::value::{NumKey, float_key};
 
+/// `RangeSpec`: `stream.slot >= threshold` (`lower`) or `<= threshold`.
+#[derive(FromPyObject)]
+struct RangeSpec {
+    id: u32,
+    stream: u32,
+    slot: usize,
+    lower: bool,
+    threshold: f64,
+    #[pyo3(from_py_with = clamped)]
+    int_threshold: i128,
+}
+
+/// `EqSpec`: `stream.slot = constant` (`eq`) or `!= constant`.
+#[derive(FromPyObject)]
+struct EqSpec {
+    id: u32,
+    stream: u32,
+    slot: usize,
+    eq: bool,
+    #[pyo3(from_py_with = constant)]
+    constant: EqConst,
+}
+
+/// `PairRangeSpec`: `left - factor * right >= threshold` (`lower`) or `<= threshold`.
+#[derive(FromPyObject)]
+struct PairRangeSpec {
+    id: u32,
+    left: (u32, usize),
+    right: (u32, usize),
+    lower: bool,
+    factor: f64,
+    int_factor: Option<i64>,
+    threshold: f64,
+    #[pyo3(from_py_with = clamped)]
+    int_threshold: i128,
+}
+
+/// `PairEqSpec`: `left - factor * right = constant` (`eq`) or `!= constant`.
+#[derive(FromPyObject)]
+struct PairEqSpec {
+    id: u32,
+    left: (u32, usize),
+    right: (u32, usize),
+    eq: bool,
+    factor: f64,
+    int_factor: Option<i64>,
+    #[pyo3(from_py_with = constant)]
+    constant: EqConst,
+}
+
+/// An `=`/`!=` constant: a tagged tuple (`("i", int)`, `("d", float, int | None)`, ...).
 fn constant(ob: &Bound<'_, PyAny>) -> PyResult<EqConst> {
     let t = ob.cast::<PyTuple>()?;
     let tag: String = t.get_item(0)?.extract()?;
@@ -27,46 +81,35 @@ fn constant(ob: &Bound<'_, PyAny>) -> PyResult<EqConst> {
     })
 }
 
-fn factor(f: &Bound<'_, PyAny>, int: &Bound<'_, PyAny>) -> PyResult<Factor> {
-    Ok(Factor { f: f.extract()?, int: if int.is_none() { None } else { int.extract().ok() } })
-}
-
-pub(crate) fn pred(t: &Bound<'_, PyTuple>) -> PyResult<PredSpec> {
-    let tag: String = t.get_item(0)?.extract()?;
-    let g = |i: usize| t.get_item(i);
-    Ok(match tag.as_str() {
-        "range" => PredSpec::Range {
-            id: g(1)?.extract()?,
-            stream: g(2)?.extract()?,
-            slot: g(3)?.extract()?,
-            lower: g(4)?.extract()?,
-            tf: g(5)?.extract()?,
-            ti: clamped(&g(6)?)?,
-        },
-        "eq" => PredSpec::Eq {
-            id: g(1)?.extract()?,
-            stream: g(2)?.extract()?,
-            slot: g(3)?.extract()?,
-            eq: g(4)?.extract()?,
-            constant: constant(&g(5)?)?,
-        },
-        "prange" => PredSpec::PairRange {
-            id: g(1)?.extract()?,
-            l: (g(2)?.extract()?, g(3)?.extract()?),
-            r: (g(4)?.extract()?, g(5)?.extract()?),
-            lower: g(6)?.extract()?,
-            factor: factor(&g(7)?, &g(8)?)?,
-            tf: g(9)?.extract()?,
-            ti: clamped(&g(10)?)?,
-        },
-        "peq" => PredSpec::PairEq {
-            id: g(1)?.extract()?,
-            l: (g(2)?.extract()?, g(3)?.extract()?),
-            r: (g(4)?.extract()?, g(5)?.extract()?),
-            eq: g(6)?.extract()?,
-            factor: factor(&g(7)?, &g(8)?)?,
-            constant: constant(&g(9)?)?,
-        },
-        _ => return Err(PyValueError::new_err(format!("unknown predicate {t}"))),
+/// A predicate spec, by its `kind`.
+pub(crate) fn pred(ob: &Bound<'_, PyAny>) -> PyResult<PredSpec> {
+    let py = ob.py();
+    let kind = ob.getattr(intern!(py, "kind"))?;
+    Ok(match kind.cast::<PyString>()?.to_str()? {
+        "range" => {
+            let RangeSpec { id, stream, slot, lower, threshold, int_threshold } = ob.extract()?;
+            PredSpec::Range { id, stream, slot, lower, tf: threshold, ti: int_threshold }
+        }
+        "eq" => {
+            let EqSpec { id, stream, slot, eq, constant } = ob.extract()?;
+            PredSpec::Eq { id, stream, slot, eq, constant }
+        }
+        "pair_range" => {
+            let PairRangeSpec { id, left, right, lower, factor, int_factor, threshold, int_threshold } = ob.extract()?;
+            PredSpec::PairRange {
+                id,
+                l: left,
+                r: right,
+                lower,
+                factor: Factor { f: factor, int: int_factor },
+                tf: threshold,
+                ti: int_threshold,
+            }
+        }
+        "pair_eq" => {
+            let PairEqSpec { id, left, right, eq, factor, int_factor, constant } = ob.extract()?;
+            PredSpec::PairEq { id, l: left, r: right, eq, factor: Factor { f: factor, int: int_factor }, constant }
+        }
+        _ => return Err(PyValueError::new_err(format!("unknown predicate {ob}"))),
     })
 }
