@@ -24,6 +24,13 @@ QUERY_HEADER = "juggler-query"
 """The header carrying the query id on every result, so a reader of the shared topic
 filters without decoding."""
 
+CONTROL_OFFSET_HEADER = "juggler-control-offset"
+"""On a fanout copy of a command, and on the statuses it causes: the offset of the
+command on the control topic, which a client waits on."""
+BARRIER_HEADER = "juggler-barrier"
+"""On a fanout copy of a command: per stream partition of its partition, the log end at
+which it takes effect (semantics 4a), as JSON."""
+
 REWRITTEN_HEADER = "juggler-rewritten-from"
 """On a control record the worker wrote again (a registered query's accepted REGISTER,
 after a rejected command or a tombstone under its key): the offset of the original,

@@ -28,8 +28,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, CodecError
-from juggler.kafka.names import REWRITTEN_HEADER
-from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, Record, RoundCounts
+from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, REWRITTEN_HEADER
+from juggler.service.task import Record, RoundCounts
 from juggler.service.transactions import Outbox
 
 if TYPE_CHECKING:

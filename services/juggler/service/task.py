@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import COMMAND_STATUS, RESULT, CodecError, result_record
+from juggler.codec.bounded import ROW_OMITTED_HEADER
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.native import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
-from juggler.kafka.names import QUERY_HEADER
+from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, QUERY_HEADER
 from juggler.language.model import Query
 from juggler.service import held_state
 from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONTROL_OFFSET_HEADER = "juggler-control-offset"
-BARRIER_HEADER = "juggler-barrier"
-ROW_OMITTED_HEADER = "juggler-row-omitted"
 LATE_LOG_EVERY = 10.0
 """Seconds between two log lines about late events of one task (they are all counted)."""
 
