@@ -8,6 +8,8 @@ built module (mypy's stubtest), so it cannot drift from the binding.
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, final
 
+from juggler.engine.predicate_specs import EqConstant as _EqConstant
+
 __all__ = ["DecodedEvent", "EventDecoder", "Operator", "result_json"]
 
 _Value: TypeAlias = int | float | str | bool
@@ -30,17 +32,6 @@ class _EventLike(Protocol):
     def data(self) -> dict[str, _Value]: ...
     @property
     def position(self) -> _Position: ...
-
-_EqConstant: TypeAlias = (
-    tuple[Literal["i"], int]
-    | tuple[Literal["f"], float]
-    | tuple[Literal["s"], str]
-    | tuple[Literal["b"], bool]
-    | tuple[Literal["never"]]
-    | tuple[Literal["d"], float, int | None]
-)
-"""An `=`/`!=` constant as the operator hashes it: an int, a double, a string, a bool,
-none any value can equal, or (for a pair) the exact difference as a double and an int."""
 
 class _AttributeSpec(Protocol):
     """A predicate on one column."""
