@@ -7,10 +7,11 @@ from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, Counter
 
+from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.kafka.names import REWRITTEN_HEADER
 from juggler.service.control_plane import ControlTask
-from juggler.service.job import Job
+from juggler.service.job import COMPILED_CACHE, Job
 from juggler.service.task import Record, RoundCounts
 from juggler.service.topic_names import TopicNames
 from juggler.service.transactions import Outbox
@@ -24,7 +25,7 @@ class Context:
     def __init__(self) -> None:
         self.codec = Codec(registry_url="")
         self.catalog = self.codec.catalog()
-        self._compiled: dict = {}
+        self._compiled: BoundedCache = BoundedCache(COMPILED_CACHE)
         self.names = TopicNames()
         self.partitions = 2
         self.metrics = SimpleNamespace(commands=Counter("c", "c", ["action", "status"],

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 
+from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.bounded import result_budget
 from juggler.control.commands import Command
 from juggler.engine.events import Event
 from juggler.service.deadletters import DeadLetters
-from juggler.service.job import Job
+from juggler.service.job import COMPILED_CACHE, FANOUT_CACHE, Job
 from juggler.service.loop_clock import LoopClock
 from juggler.service.settings import Settings
 from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, PartitionTask, Record, RoundCounts
@@ -39,8 +39,8 @@ class BrokerlessJob(Job):
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
-        self._compiled = OrderedDict()
-        self._fanout = OrderedDict()
+        self._compiled = BoundedCache(COMPILED_CACHE)
+        self._fanout = BoundedCache(FANOUT_CACHE)
 
     def own_results_topic(self, query_id: str) -> None:
         pass

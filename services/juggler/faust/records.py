@@ -30,7 +30,6 @@ drops a copy seen shortly after its original.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from functools import cache
 from typing import Any, ClassVar, Dict, Optional
@@ -38,6 +37,7 @@ from typing import Any, ClassVar, Dict, Optional
 import faust
 from faust.serializers import codecs
 
+from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND_STATUS, DEAD_LETTER, RESULT, Codec as AvroCodec, \
     result_record
 from juggler.control import commands
@@ -271,8 +271,7 @@ class Repeats:
         if per_key < 1 or keys < 1:
             raise ValueError("per_key and keys must be at least 1")
         self.per_key = per_key
-        self.keys = keys
-        self._seen: OrderedDict[str, dict[Hashable, None]] = OrderedDict()
+        self._seen: BoundedCache[str, dict[Hashable, None]] = BoundedCache(keys)
         self.dropped = 0
         """How many repeats `first` said False for."""
 
@@ -280,11 +279,7 @@ class Repeats:
         identity = result.identity()
         seen = self._seen.get(result.key)
         if seen is None:
-            seen = self._seen[result.key] = {}
-            if len(self._seen) > self.keys:
-                self._seen.popitem(last=False)
-        else:
-            self._seen.move_to_end(result.key)
+            seen = self._seen.put(result.key, {})
         if identity in seen:
             self.dropped += 1
             return False

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import OrderedDict
 from dataclasses import replace
 from functools import cache
 from itertools import accumulate
+
+from juggler.bounded_cache import BoundedCache
 
 from .parser import (_UNIT_MILLIS, ColumnName, Comparison, Duration, Expr, LiteralError,
                      NumberLit, Product, Signed, Span, StreamName, Sum, SyntaxQuery,
@@ -39,7 +40,7 @@ from .parser import (_UNIT_MILLIS, ColumnName, Comparison, Duration, Expr, Liter
 from .parser import parse as parse_text
 
 SHAPES = 1024
-"""Shapes kept per process (oldest dropped first). Each holds one parse of its text."""
+"""Shapes kept per process (least recently used dropped first). Each holds one parse of its text."""
 
 Regions = list[tuple[int, int]]
 
@@ -53,9 +54,8 @@ class _Shape:
         self.ends = [end for _, end in regions]
 
 
-_shapes: OrderedDict[tuple[str, ...], _Shape | None] = OrderedDict()
-"""Shape -> its parse, or None for a shape whose numbers are not its NUMBER tokens;
-oldest first (an OrderedDict drops its first key in constant time, a dict does not)."""
+_shapes: BoundedCache[tuple[str, ...], _Shape | None] = BoundedCache(SHAPES)
+"""Shape -> its parse, or None for a shape whose numbers are not its NUMBER tokens."""
 
 
 def parse(text: str, query_id: str = "?") -> SyntaxQuery:
@@ -70,9 +70,7 @@ def parse(text: str, query_id: str = "?") -> SyntaxQuery:
     syntax = parse_text(text, query_id)
     if shape not in _shapes:
         numbers = sorted(_number_starts(syntax))
-        _shapes[shape] = _Shape(syntax, regions) if numbers == [s for s, _ in regions] else None
-        if len(_shapes) > SHAPES:
-            _shapes.popitem(last=False)
+        _shapes.put(shape, _Shape(syntax, regions) if numbers == [s for s, _ in regions] else None)
     return syntax
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
 
+from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
 from juggler.kafka.client_config import client_config
@@ -40,14 +40,14 @@ FAILURE_EXIT = 70
 """Exit status when processing fails, in either runtime: state may be ahead of what was
 committed, and a restart resumes from what was."""
 COMPILED_CACHE = 500_000
-"""Compiled queries kept per process (oldest dropped first). Beyond the queries
+"""Compiled queries kept per process (least recently used dropped first). Beyond the queries
 registered at once: the control task compiles a burst of commands first and every
 partition task then asks for the same queries in the same order, so a cache smaller
 than the burst dropped each one before the tasks came to it (100,000 rules were
 compiled five times over with 4 partitions). A registered query's object is the
 engines' own, so the cache costs only the dict's entries for those."""
 FANOUT_CACHE = 16_384
-"""Decoded fanout commands kept per process (oldest dropped first): enough for the
+"""Decoded fanout commands kept per process (least recently used dropped first): enough for the
 copies of a burst that the partitions' tasks apply a few rounds apart; a copy applied
 later is decoded again."""
 
@@ -113,11 +113,8 @@ class Job:
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
-        # oldest first; OrderedDicts because a dict whose first key is popped again and
-        # again finds its new first key ever slower (the holes stay in front until the
-        # dict is resized)
-        self._compiled: OrderedDict[tuple[str, str], Query] = OrderedDict()
-        self._fanout: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
+        self._compiled: BoundedCache[tuple[str, str], Query] = BoundedCache(COMPILED_CACHE)
+        self._fanout: BoundedCache[bytes | None, dict[str, Any]] = BoundedCache(FANOUT_CACHE)
 
     @property
     def instance(self) -> str:
@@ -158,9 +155,7 @@ class Job:
         key = (query_id, text)
         query = self._compiled.get(key)
         if query is None:
-            query = self._compiled[key] = compile_query(query_id, text, self.catalog)
-            if len(self._compiled) > COMPILED_CACHE:
-                self._compiled.popitem(last=False)
+            query = self._compiled.put(key, compile_query(query_id, text, self.catalog))
         return query
 
     def fanout_command(self, value: bytes | None) -> dict[str, Any]:
@@ -168,12 +163,9 @@ class Job:
         of an accepted command has the same value, so a burst of commands is decoded
         once, not once per partition. Raises `CodecError`. The dict is shared by the
         tasks: none may change it."""
-        command = self._fanout.get(value) if value is not None else None
+        command = self._fanout.get(value)
         if command is None:
-            command = self.codec.decode(COMMAND, value)
-            self._fanout[value] = command
-            if len(self._fanout) > FANOUT_CACHE:
-                self._fanout.popitem(last=False)
+            command = self._fanout.put(value, self.codec.decode(COMMAND, value))
         return command
 
     def ensure_results_topic(self, query_id: str) -> None:
