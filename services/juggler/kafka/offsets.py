@@ -9,13 +9,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
 TP = tuple[str, int]
+T = TypeVar("T")
+
+ANSWER_GRACE = 5.0
+"""Seconds an admin request's answer may come after its own request timeout before
+`answered` gives up on it."""
+
+
+def answered(future: Future[T], timeout: float, what: str) -> T:
+    """The result of an admin request's future, or a `KafkaException` (`_TIMED_OUT`)
+    once `timeout` plus `ANSWER_GRACE` seconds have passed without one.
+
+    Why not `future.result()`: librdkafka answers every request by its timeout, except
+    when a broker restart leaves the request with no one to answer it (an admin client
+    that lost its group coordinator during an outage). A caller waiting without a bound
+    then waits forever, and a worker whose clearance waits so stops taking records while
+    it looks healthy. As a Kafka failure, the worker recovers from it like from any
+    other (`recovery`)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        return future.result(timeout=timeout + ANSWER_GRACE)
+    except FutureTimeout:
+        raise KafkaException(KafkaError(
+            KafkaError._TIMED_OUT,
+            f"{what}: no answer within {timeout + ANSWER_GRACE:.0f} s")) from None
 
 
 def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
@@ -37,12 +64,13 @@ def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
     ends: dict[TP, int] = {}
     deadline = time.monotonic() + timeout
     while waiting:
+        left = max(deadline - time.monotonic(), 1.0)
         futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in waiting},
                                      isolation_level=IsolationLevel.READ_COMMITTED,
-                                     request_timeout=max(deadline - time.monotonic(), 1.0))
+                                     request_timeout=left)
         for tp, future in futures.items():
             try:
-                ends[(tp.topic, tp.partition)] = future.result().offset
+                ends[(tp.topic, tp.partition)] = answered(future, left, "list offsets").offset
             except KafkaException as exc:
                 error = exc.args[0]
                 if not _retriable(error) or time.monotonic() > deadline:
@@ -73,7 +101,8 @@ def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
 
     wanted = [TopicPartition(t, p) for t, p in tps]
     request = [ConsumerGroupTopicPartitions(group, wanted)]
-    result = admin.list_consumer_group_offsets(request, request_timeout=timeout,
-                                               require_stable=True)[group].result()
+    future = admin.list_consumer_group_offsets(request, request_timeout=timeout,
+                                               require_stable=True)[group]
+    result = answered(future, timeout, f"the offsets of group {group!r}")
     return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None)
             for tp in result.topic_partitions}

@@ -21,7 +21,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from juggler.kafka.offsets import TP, group_offsets, log_ends
+from juggler.kafka.offsets import ANSWER_GRACE, TP, group_offsets, log_ends
+
+REQUEST_TIMEOUT = 30.0
+"""Seconds each of a question's requests may take before it fails (the worker then
+recovers as from any Kafka failure)."""
+STALLED_AFTER = 2 * (REQUEST_TIMEOUT + ANSWER_GRACE) + 10.0
+"""Seconds after which a question still under way counts as a Kafka failure in the
+loop's thread (`answer`): its requests are bounded, so only a thread stuck in the
+client library gets here, and every record the worker fetched would wait for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +85,18 @@ class ClearanceAsker:
 
     def answer(self) -> Answer | None:
         """The answer, once it arrived (then the asker is free again); None before. A
-        failed request raises here, in the loop's thread, and stops the worker."""
-        if self._asked is None or not self._asked.done():
+        failed request raises here, in the loop's thread (the worker recovers from it,
+        `recovery`), and so does a question under way for `STALLED_AFTER` seconds."""
+        if self._asked is None:
+            return None
+        if not self._asked.done():
+            waited = time.monotonic() - self._asked_at
+            if waited > STALLED_AFTER:
+                from confluent_kafka import KafkaError, KafkaException
+
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, f"a clearance's broker requests went "
+                    f"unanswered for {waited:.0f} s"))
             return None
         asked, self._asked = self._asked, None
         answer = asked.result()
@@ -95,7 +113,9 @@ class ClearanceAsker:
         clearance (see `JugglerWorker._clear`)."""
         committed = question.committed
         if question.ask_group:
-            committed = group_offsets(self.admin, self.group, [self.control])[self.control]
+            committed = group_offsets(self.admin, self.group, [self.control],
+                                      REQUEST_TIMEOUT)[self.control]
         asked_at = time.monotonic()
-        ends = log_ends(self.admin, (self.control, *question.fanout, *question.idle))
+        ends = log_ends(self.admin, (self.control, *question.fanout, *question.idle),
+                        REQUEST_TIMEOUT)
         return Answer(question, committed, ends, asked_at)

@@ -24,6 +24,7 @@ from typing import Any
 from juggler.control.client import ControlError, produce
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
+from juggler.kafka.offsets import answered
 from juggler.service.group_settings import CLAIM, RESET, Claim, GroupSettings, current, record
 from juggler.service.restore import read_partitions
 from juggler.service.topic_names import TopicNames
@@ -104,7 +105,7 @@ def _members(admin: Any, app_id: str, timeout: float) -> list[Any]:
     while True:
         future = admin.describe_consumer_groups([app_id], request_timeout=timeout)[app_id]
         try:
-            return list(future.result().members)
+            return list(answered(future, timeout, f"describe group {app_id!r}").members)
         except KafkaException as exc:
             error = exc.args[0]
             if error.code() == KafkaError.GROUP_ID_NOT_FOUND:
