@@ -572,10 +572,10 @@ def _with_alerts(events: Iterator[Any]) -> Iterator[Any]:
 
 def _register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
     from juggler.control.client import submit
-    from juggler.control.commands import Command
+    from juggler.wire.commands import RegisterCommand
 
     for query_id, text in queries:
-        submit(bootstrap, Command.register(query_id, text), wait=False, prefix=prefix)
+        submit(bootstrap, RegisterCommand(query_id, text), wait=False, prefix=prefix)
 
 
 def _wait_registered(worker: Any, count: int, timeout: float = 120.0) -> None:

@@ -126,9 +126,9 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
 def register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
     """All at once; returns when every one is accepted and LIVE in every partition."""
     from juggler.control.client import submit_many
-    from juggler.control.commands import Command
+    from juggler.wire.commands import RegisterCommand
 
-    done = submit_many(bootstrap, [Command.register(q, text) for q, text in queries],
+    done = submit_many(bootstrap, [RegisterCommand(q, text) for q, text in queries],
                        prefix=prefix, timeout=300.0)
     missing = [s.command.id for s in done if not s.everywhere]
     if missing:

@@ -93,9 +93,9 @@ def _child(n: int) -> dict[str, Any]:
 def through_worker(n: int, repeats: int) -> dict[str, Any]:
     """`submit_many` of n rules to live everywhere, then restarts to ready."""
     from juggler.control.client import submit_many
-    from juggler.control.commands import Command
     from juggler.kafka.broker import broker_or_env, free_port
     from juggler.service.process import WorkerProcess
+    from juggler.wire.commands import RegisterCommand
 
     out: dict[str, Any] = {"n": n, "restarts": []}
     with broker_or_env() as bootstrap, tempfile.TemporaryDirectory() as tmp:
@@ -105,7 +105,7 @@ def through_worker(n: int, repeats: int) -> dict[str, Any]:
                                 "instance_id": "bench", "web_port": free_port(),
                                 "web_host": "127.0.0.1"}, Path(tmp) / "worker.log")
         with worker:
-            commands = [Command.register(qid, text) for qid, text in rules(n)]
+            commands = [RegisterCommand(qid, text) for qid, text in rules(n)]
             t0 = time.monotonic()
             done = submit_many(bootstrap, commands, prefix=prefix, timeout=60.0)
             out["live_s"] = time.monotonic() - t0

@@ -161,10 +161,10 @@ def cpu_seconds(pid: int) -> float:
 def prepare(bootstrap: str, prefix: str, worker: WorkerProcess) -> None:
     """The queries registered, the events produced, and every result served."""
     from juggler.control.client import submit_many
-    from juggler.control.commands import Command
     from juggler.kafka.producer import EventProducer
+    from juggler.wire.commands import RegisterCommand
 
-    submit_many(bootstrap, [Command.register(q, f"SELECT * FROM B WHERE B.temp > {t}")
+    submit_many(bootstrap, [RegisterCommand(q, f"SELECT * FROM B WHERE B.temp > {t}")
                             for q, t in THRESHOLDS.items()], prefix=prefix, timeout=120)
     producer = EventProducer(bootstrap, prefix=prefix)
     temps = [(i * 37) % 100 for i in range(EVENTS)]

@@ -6,12 +6,15 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from juggler import __version__
 from juggler.kafka.cli_options import kafka_options, security_options
+
+if TYPE_CHECKING:
+    from juggler.wire.commands import Command
 
 ORDERS = ("adaptive", *("".join(p) for p in itertools.permutations("AJW")))
 """`--order`: adaptive, or a static order of the Attribute/Join/Window predicate types."""
@@ -268,7 +271,7 @@ def query_group() -> None:
     """Register, deregister and inspect queries on the control topic."""
 
 
-def _submit(bootstrap: str, command: Any, wait: bool, timeout: float,
+def _submit(bootstrap: str, command: Command, wait: bool, timeout: float,
             topic_prefix: str = "") -> None:
     """Send `command`; with `wait`, until it is live in every partition (or rejected)."""
     from juggler.control.client import ControlError, submit
@@ -319,7 +322,7 @@ def query_register(query_id: str | None, text: str | None, file: Any, history: b
     while the workers answer (statuses, LIVE), the wait goes on, however long a large
     --file takes to go live.
     """
-    from juggler.control.commands import Command
+    from juggler.wire.commands import RegisterCommand
 
     if query_id is None:
         if file is None or text is not None:
@@ -332,7 +335,7 @@ def query_register(query_id: str | None, text: str | None, file: Any, history: b
     body = text if text is not None else file.read()
     if not body.strip():
         raise click.UsageError("the query text is empty")
-    _submit(bootstrap, Command.register(query_id, body, history, own_topic), not no_wait,
+    _submit(bootstrap, RegisterCommand(query_id, body, history, own_topic), not no_wait,
             timeout, topic_prefix)
 
 
@@ -341,8 +344,8 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
     """Register every query of a JSON-lines file in one go (one producer, one reader)."""
     from juggler.codec.jsonl import InputError, decode_json, parse_query_line
     from juggler.control.client import ControlError, submit_many
-    from juggler.control.commands import Command
     from juggler.control.report import submissions
+    from juggler.wire.commands import RegisterCommand
 
     commands = []
     for number, line in enumerate(file, start=1):
@@ -356,9 +359,9 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
         except InputError as exc:
             click.echo(f"Error: {file.name}: line {number}: {exc}", err=True)
             raise SystemExit(BAD_INPUT) from None
-        commands.append(Command.register(query.id, query.text,
-                                         bool(value.get("history", history)),
-                                         bool(value.get("own_topic", own_topic))))
+        commands.append(RegisterCommand(query.id, query.text,
+                                        bool(value.get("history", history)),
+                                        bool(value.get("own_topic", own_topic))))
     try:
         subs = submit_many(bootstrap, commands, wait=wait, timeout=timeout,
                            prefix=topic_prefix)
@@ -378,9 +381,9 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
 def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix: str,
                      timeout: float) -> None:
     """Deregister query ID; exit statuses as for register."""
-    from juggler.control.commands import Command
+    from juggler.wire.commands import DeregisterCommand
 
-    _submit(bootstrap, Command.deregister(query_id), not no_wait, timeout, topic_prefix)
+    _submit(bootstrap, DeregisterCommand(query_id), not no_wait, timeout, topic_prefix)
 
 
 def _control_view(bootstrap: str, timeout: float, topic_prefix: str) -> Any:

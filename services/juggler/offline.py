@@ -38,11 +38,10 @@ from collections.abc import Iterable, Sequence
 from typing import IO, Any, Callable, Iterator, TypeVar
 
 from juggler.codec.avro import load_avro_schemas
-from juggler.codec.jsonl import (DeregisterCommand, EventRecord, InputError,
-                                 RegisterCommand, Schemas, parse_event_line,
-                                 parse_query_line, read_lines)
+from juggler.codec.jsonl import EventRecord, InputError, Schemas, parse_query_line, read_lines
 from juggler.engine.events import (EngineConfig, Event, LateEvent, QueryEngine,
                                    RegistrationError, Result, process_batch)
+from juggler.wire.commands import Command, RegisterCommand, parse_event_line
 
 ENGINES = ("juggler", "naive")
 
@@ -63,7 +62,6 @@ class EngineUnavailable(Exception):
 _BATCH = 1024
 """Events evaluated per call: one crossing into the native operator per batch."""
 
-Command = RegisterCommand | DeregisterCommand
 Tag = TypeVar("Tag")
 
 
@@ -148,6 +146,7 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
         def command(tag: tuple[int, Any], record: Command) -> list[Result]:
             line = tag[0]
             if isinstance(record, RegisterCommand):
+                assert record.text is not None  # a control line always has its text
                 return register(events, line, record.id, record.text, record.history)
             try:
                 runner.deregister(record.id)

@@ -12,7 +12,7 @@ import pytest
 from test_worker_harness import WorkerProcess, unique
 
 from juggler.control.client import submit_many
-from juggler.control.commands import Command
+from juggler.wire.commands import DeregisterCommand, RegisterCommand
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +29,8 @@ def test_a_burst_of_one_shape_goes_live_everywhere(kafka_bootstrap: str, tmp_pat
     worker.start()
     try:
         texts = {f"hr{i}": RULE.format(f"{i}.5" if i % 2 else i) for i in range(RULES)}
-        commands = [Command.register(qid, text) for qid, text in texts.items()]
-        commands.insert(RULES // 2, Command.register("bad", RULE.format("1e999")))
+        commands = [RegisterCommand(qid, text) for qid, text in texts.items()]
+        commands.insert(RULES // 2, RegisterCommand("bad", RULE.format("1e999")))
         done = {s.command.id: s for s in submit_many(kafka_bootstrap, commands, prefix=prefix,
                                                     timeout=120)}
         assert [qid for qid in texts if not done[qid].everywhere] == []
@@ -39,7 +39,7 @@ def test_a_burst_of_one_shape_goes_live_everywhere(kafka_bootstrap: str, tmp_pat
         assert "WHERE clause, line 3, column 20" in bad.message, bad.message
 
         gone = [f"hr{i}" for i in range(0, RULES, 2)]
-        done = submit_many(kafka_bootstrap, [Command.deregister(qid) for qid in gone],
+        done = submit_many(kafka_bootstrap, [DeregisterCommand(qid) for qid in gone],
                            prefix=prefix, timeout=120)
         assert all(s.everywhere for s in done)
         status, body = worker.get("/queries")

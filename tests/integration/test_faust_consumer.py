@@ -30,7 +30,7 @@ from test_worker_harness import Client, WorkerProcess, diff, unique
 
 pytest.importorskip("faust")
 
-from juggler.codec.jsonl import parse_event_line  # noqa: E402
+from juggler.wire.commands import parse_event_line  # noqa: E402
 from juggler.control.produce import lines_of, produce  # noqa: E402
 from juggler.faust import records  # noqa: E402
 

@@ -205,11 +205,11 @@ def test_list_joins_the_latest_status_of_the_last_command(topics: str) -> None:
 
     from juggler.codec.avro import Codec
     from juggler.control.client import read_control, submit
-    from juggler.control.commands import Command, CommandStatus
+    from juggler.wire.commands import CommandStatus, RegisterCommand
 
     codec = Codec()
     query_id = unique("q")
-    first = submit(topics, Command.register(query_id, "SELECT * FROM B"), wait=False)
+    first = submit(topics, RegisterCommand(query_id, "SELECT * FROM B"), wait=False)
     producer = Producer({"bootstrap.servers": topics})
     status = CommandStatus(query_id, "REGISTER", "REJECTED", "query text: oops",
                            first.sent.offset)
@@ -219,7 +219,7 @@ def test_list_joins_the_latest_status_of_the_last_command(topics: str) -> None:
     state = read_control(topics).queries[query_id]
     assert (state.status, state.message, state.offset) == ("REJECTED", "query text: oops",
                                                            first.sent.offset)
-    second = submit(topics, Command.register(query_id, "SELECT * FROM H"), wait=False)
+    second = submit(topics, RegisterCommand(query_id, "SELECT * FROM H"), wait=False)
     state = read_control(topics).queries[query_id]
     assert (state.status, state.offset, state.command.text) == ("PENDING", second.sent.offset,
                                                                 "SELECT * FROM H")

@@ -11,7 +11,6 @@ import time
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.bounded import result_budget
-from juggler.control.commands import Command
 from juggler.engine.events import Event
 from juggler.service.deadletters import DeadLetters
 from juggler.service.job import COMPILED_CACHE, FANOUT_CACHE, Job
@@ -20,6 +19,7 @@ from juggler.service.settings import Settings
 from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, PartitionTask, Record, RoundCounts
 from juggler.service.topic_names import TopicNames
 from juggler.service.transactions import Outbox
+from juggler.wire.commands import Command, DeregisterCommand, RegisterCommand
 
 PARTITIONS = 2
 
@@ -82,17 +82,17 @@ def test_a_command_applied_by_every_partition_runs_in_every_partition() -> None:
     job = BrokerlessJob()
     tasks = restored(job)
     rule = "SELECT * FROM H WHERE H.beatrate > {}"
-    apply(job, tasks, Command.register("fast", rule.format(120)), 0)
-    outboxes = apply(job, tasks, Command.register("slow", rule.format(40)), 1)
+    apply(job, tasks, RegisterCommand("fast", rule.format(120)), 0)
+    outboxes = apply(job, tasks, RegisterCommand("slow", rule.format(40)), 1)
     assert [matches(task, 130.0, 1000) for task in tasks] == [["fast", "slow"]] * PARTITIONS
     lives = [job.codec.decode(COMMAND_STATUS, value) for outbox in outboxes
              for topic, value, *_ in outbox.messages if topic == job.names.status]
     assert [(s["id"], s["status"], s["partition"]) for s in lives] == \
         [("slow", "LIVE", p) for p in range(PARTITIONS)]
 
-    apply(job, tasks, Command.deregister("fast"), 2)
+    apply(job, tasks, DeregisterCommand("fast"), 2)
     assert [matches(task, 130.0, 2000) for task in tasks] == [["slow"]] * PARTITIONS
-    apply(job, tasks, Command.register("fast", rule.format(150)), 3)  # the id, new numbers
+    apply(job, tasks, RegisterCommand("fast", rule.format(150)), 3)  # the id, new numbers
     assert [matches(task, 130.0, 3000) for task in tasks] == [["slow"]] * PARTITIONS
     assert [matches(task, 160.0, 4000) for task in tasks] == [["fast", "slow"]] * PARTITIONS
     assert [task.texts["fast"] for task in tasks] == [rule.format(150)] * PARTITIONS

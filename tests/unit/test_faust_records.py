@@ -18,11 +18,11 @@ from juggler.codec.avro import (RESULT, Codec, DecodeError, SchemaViolation,  # 
                                 result_record)
 from juggler.codec.bounded import dead_letter, encode_result_bounded  # noqa: E402
 from juggler.codec.result_body import result_body  # noqa: E402
-from juggler.control import commands  # noqa: E402
 from juggler.engine import events  # noqa: E402
 from juggler.faust.records import (COMMAND_STATUS_CODEC, DEAD_LETTER_CODEC,  # noqa: E402
                                    RESULT_CODEC, CommandStatus, DeadLetter, Position,
                                    Repeats, Result)
+from juggler.wire import commands  # noqa: E402
 
 TOPIC = "p.juggler.results"
 ENGINE_RESULT = events.Result(

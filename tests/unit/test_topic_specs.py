@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from juggler.control.client import ControlView, QueryState, Sent, Submission, _state, _states
-from juggler.control.commands import Command, CommandStatus
 from juggler.control import report
 from juggler.kafka.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
                                  validate_query_id)
 from juggler.kafka.topics import ApplyReport, TopicSpecError, load_specs
+from juggler.wire.commands import CommandStatus, DeregisterCommand, RegisterCommand
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,7 +129,7 @@ def test_apply_report_text() -> None:
 
 
 def _submission(status: CommandStatus | None) -> Submission:
-    return Submission(Command.register("q1", "SELECT * FROM B"),
+    return Submission(RegisterCommand("q1", "SELECT * FROM B"),
                       Sent("juggler.control", 0, 5), status)
 
 
@@ -152,16 +152,16 @@ def test_submission_texts() -> None:
 def _view() -> ControlView:
     """One id in each state (two registered, one of them with a pending repeat)."""
     view = ControlView()
-    view.queries["q1"] = QueryState("q1", Command.register("q1", "SELECT *\n  FROM B", True),
+    view.queries["q1"] = QueryState("q1", RegisterCommand("q1", "SELECT *\n  FROM B", True),
                                     3, "ACCEPTED", live=(4, 4))
-    view.queries["q2"] = QueryState("q2", Command.deregister("q2"), 4, "PENDING")
-    view.queries["long_id"] = QueryState("long_id", Command.register("long_id", "x" * 80),
+    view.queries["q2"] = QueryState("q2", DeregisterCommand("q2"), 4, "PENDING")
+    view.queries["long_id"] = QueryState("long_id", RegisterCommand("long_id", "x" * 80),
                                          6, "REJECTED", "query long_id: bad")
-    view.queries["q3"] = QueryState("q3", Command.register("q3", "SELECT * FROM K"), 7,
+    view.queries["q3"] = QueryState("q3", RegisterCommand("q3", "SELECT * FROM K"), 7,
                                     "ACCEPTED", later="REGISTER at offset 9: PENDING",
                                     live=(2, 4))
-    view.queries["q4"] = QueryState("q4", Command.deregister("q4"), 11, "ACCEPTED")
-    view.queries["q5"] = QueryState("q5", Command.register("q5", "SELECT * FROM H"), 12,
+    view.queries["q4"] = QueryState("q4", DeregisterCommand("q4"), 11, "ACCEPTED")
+    view.queries["q5"] = QueryState("q5", RegisterCommand("q5", "SELECT * FROM H"), 12,
                                     "PENDING")
     return view
 
@@ -237,7 +237,7 @@ def test_show_agrees_with_the_status() -> None:
     assert code == 0 and text.splitlines()[1:] == [
         "state:   deregistered (DEREGISTER at juggler.control offset 11)",
         "status:  ACCEPTED"]
-    own = QueryState("q6", Command.register("q6", "SELECT * FROM B", own_topic=True), 13,
+    own = QueryState("q6", RegisterCommand("q6", "SELECT * FROM B", own_topic=True), 13,
                      "ACCEPTED", live=(4, 4))
     assert "results: juggler.results.q6 (its own topic)" in report.query_show(own, "q6")[0]
     assert json.loads(report.query_show(own, "q6", as_json=True)[0])["own_topic"] is True
@@ -251,8 +251,8 @@ def _status(query_id: str, offset: int, outcome: str, action: str = "REGISTER",
 
 def test_state_of_an_id() -> None:
     """How `query list` folds one id's commands (offset, command) and their statuses."""
-    reg1, reg2 = Command.register("q", "SELECT * FROM B"), Command.register("q", "SELECT * FROM H")
-    dereg = Command.deregister("q")
+    reg1, reg2 = RegisterCommand("q", "SELECT * FROM B"), RegisterCommand("q", "SELECT * FROM H")
+    dereg = DeregisterCommand("q")
     # no status yet: the last command, PENDING
     assert _state("q", [(0, reg1)], {}) == QueryState("q", reg1, 0, "PENDING")
     # answered
@@ -267,7 +267,7 @@ def test_state_of_an_id() -> None:
     assert (state.status, state.later) == ("ACCEPTED", "DEREGISTER at offset 5: PENDING")
     state = _state("q", [(0, reg1), (5, dereg)], {
         0: _status("q", 0, "ACCEPTED"), 5: _status("q", 5, "ACCEPTED", "DEREGISTER")})
-    assert (state.command, state.status, state.registered) == (dereg, "ACCEPTED", False)
+    assert (state.command, state.status, state.register is not None) == (dereg, "ACCEPTED", False)
     # register again after a deregistration: the new registration
     state = _state("q", [(0, reg1), (5, dereg), (8, reg2)], {
         0: _status("q", 0, "ACCEPTED"), 5: _status("q", 5, "ACCEPTED", "DEREGISTER"),
@@ -275,7 +275,7 @@ def test_state_of_an_id() -> None:
     assert (state.command, state.offset) == (reg2, 8)
     # a rejected first registration (no accepted command left): shown as rejected
     state = _state("q", [(2, reg2)], {2: _status("q", 2, "REJECTED", message="bad")})
-    assert (state.status, state.message, state.registered) == ("REJECTED", "bad", True)
+    assert (state.status, state.message, state.register is not None) == ("REJECTED", "bad", True)
     # a status for another id at that offset does not count
     assert _state("q", [(0, reg1)], {0: _status("other", 0, "ACCEPTED")}).status == "PENDING"
     # what each case is called
@@ -289,7 +289,7 @@ def test_the_registered_set_is_what_the_statuses_say() -> None:
     """`read_control`'s fold: the registered set follows the ACCEPTED statuses (as the
     worker's control task does), live counts come from cumulative LIVE statuses, and an
     accepted REGISTER compacted away by a later rejected command is still registered."""
-    reg1, reg2 = Command.register("q", "SELECT * FROM B"), Command.register("q", "SELECT * FROM H")
+    reg1, reg2 = RegisterCommand("q", "SELECT * FROM B"), RegisterCommand("q", "SELECT * FROM H")
     accepted = {0: _status("q", 0, "ACCEPTED"),
                 4: _status("q", 4, "REJECTED", message="query 'q' is already registered")}
     accepted = {o: CommandStatus(s.id, s.action, s.status, s.message, o, partitions=2)
@@ -310,10 +310,10 @@ def test_the_registered_set_is_what_the_statuses_say() -> None:
     assert (state.state, state.offset, state.later) == ("registered", 0, "")
     # an accepted deregistration ends it
     dereg = CommandStatus("q", "DEREGISTER", "ACCEPTED", "", 9, partitions=2)
-    [state] = _states({"q": [(9, Command.deregister("q"))]}, {**accepted, 9: dereg},
+    [state] = _states({"q": [(9, DeregisterCommand("q"))]}, {**accepted, 9: dereg},
                       {}).values()
     assert state.state == "deregistered"
     # a rejected first registration stays rejected
     bad = {2: _status("r", 2, "REJECTED", message="bad")}
-    assert _states({"r": [(2, Command.register("r", "nope"))]}, bad, {})["r"].state == \
+    assert _states({"r": [(2, RegisterCommand("r", "nope"))]}, bad, {})["r"].state == \
         "rejected"

@@ -1,7 +1,8 @@
-"""JSON lines in: events, control commands and queries, checked against stream schemas.
+"""JSON lines in: events and queries, checked against stream schemas.
 
 The offline evaluator (semantics section 5) reads these files; the Kafka side can reuse the
-value checks and `StreamSchema`. Every check raises `InputError` with a message meant
+value checks and `StreamSchema`. A control line of an events file is a command, read by
+`juggler.wire.commands` with the checks here. Every check raises `InputError` with a message meant
 for the person who wrote the file; the caller adds the file name and line number.
 
 Decisions where docs/semantics.md is silent:
@@ -63,18 +64,6 @@ class EventRecord:
 
 
 @dataclass(frozen=True)
-class RegisterCommand:
-    id: str
-    text: str
-    history: bool = False
-
-
-@dataclass(frozen=True)
-class DeregisterCommand:
-    id: str
-
-
-@dataclass(frozen=True)
 class QueryLine:
     """One line of queries.jsonl: `{"id": ..., "text": ...}`."""
 
@@ -122,20 +111,19 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_query_line(value: Any) -> QueryLine:
-    obj = _object(value, "a query", required=("id", "text"), optional=())
-    return QueryLine(_query_id(obj["id"]), _string(obj["text"], "text"))
+    obj = json_object(value, "a query", required=("id", "text"), optional=())
+    return QueryLine(json_query_id(obj["id"]), json_string(obj["text"], "text"))
 
 
-def parse_event_line(value: Any) -> EventRecord | RegisterCommand | DeregisterCommand:
-    """An events.jsonl line: an event, or a `control` command (semantics section 5)."""
-    if isinstance(value, dict) and "control" in value:
-        return parse_command(value)
-    obj = _object(value, "an event", required=("stream", "key", "ts", "data"), optional=())
+def parse_event(value: Any) -> EventRecord:
+    """An events.jsonl line that is an event (semantics section 5)."""
+    obj = json_object(value, "an event", required=("stream", "key", "ts", "data"),
+                      optional=())
     stream = obj["stream"]
     if not isinstance(stream, str) or not IDENTIFIER.match(stream):
         raise InputError(f"'stream' must be a stream name (letters, digits, _), got "
                          f"{show_json(stream)}")
-    key = _string(obj["key"], "key")
+    key = json_string(obj["key"], "key")
     ts = obj["ts"]
     if not _is_integer(ts):
         raise InputError(f"'ts' must be an integer number of milliseconds, got {show_json(ts)}")
@@ -150,23 +138,10 @@ def parse_event_line(value: Any) -> EventRecord | RegisterCommand | DeregisterCo
     return EventRecord(stream, key, ts, data, raw=obj)
 
 
-def parse_command(value: Any) -> RegisterCommand | DeregisterCommand:
-    control = value.get("control")
-    if control == "register":
-        obj = _object(value, "a register command",
-                      required=("control", "id", "text"), optional=("history",))
-        history = obj.get("history", False)
-        if not isinstance(history, bool):
-            raise InputError(f"'history' must be true or false, got {show_json(history)}")
-        return RegisterCommand(_query_id(obj["id"]), _string(obj["text"], "text"), history)
-    if control == "deregister":
-        obj = _object(value, "a deregister command", required=("control", "id"), optional=())
-        return DeregisterCommand(_query_id(obj["id"]))
-    raise InputError(f"'control' must be \"register\" or \"deregister\", got {show_json(control)}")
-
-
-def _object(value: Any, what: str, required: tuple[str, ...],
-            optional: tuple[str, ...]) -> dict[str, Any]:
+def json_object(value: Any, what: str, required: tuple[str, ...],
+                optional: tuple[str, ...]) -> dict[str, Any]:
+    """`value` as a JSON object with the `required` members and no others than
+    `optional`; `what` names it in the message."""
     if not isinstance(value, dict):
         raise InputError(f"expected {what} as a JSON object, got {show_json(value)}")
     missing = [name for name in required if name not in value]
@@ -179,13 +154,13 @@ def _object(value: Any, what: str, required: tuple[str, ...],
     return value
 
 
-def _query_id(value: Any) -> str:
+def json_query_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise InputError(f"'id' must be a non-empty string, got {show_json(value)}")
     return value
 
 
-def _string(value: Any, name: str) -> str:
+def json_string(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise InputError(f"{name!r} must be a string, got {show_json(value)}")
     return value

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import Codec, CodecError
-from juggler.control.commands import (ACCEPTED, REGISTER, REJECTED, Command,
-                                      CommandStatus)
 from juggler.kafka.client_config import client_config
-from juggler.kafka.names import CONTROL, CONTROL_STATUS, REWRITTEN_HEADER, validate_query_id
+from juggler.kafka.names import CONTROL, CONTROL_STATUS, validate_query_id
 from juggler.kafka.offsets import log_ends
+from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
+                                   RegisterCommand, decode_command, encode_command,
+                                   rewritten_from)
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -81,10 +82,10 @@ class QueryState:
     live: tuple[int, int] = (0, 0)  # (partitions where it took effect, partitions)
 
     @property
-    def registered(self) -> bool:
-        """The command shown is a REGISTER, so it has a query text, whatever its status:
-        `state` says whether the query is in effect."""
-        return self.command.action == REGISTER
+    def register(self) -> RegisterCommand | None:
+        """The command shown when it is a REGISTER, so it has a query text, whatever
+        its status: `state` says whether the query is in effect."""
+        return self.command if isinstance(self.command, RegisterCommand) else None
 
     @property
     def state(self) -> str:
@@ -96,12 +97,13 @@ class QueryState:
             return NOT_YET
         if self.status == REJECTED:
             return REFUSED
-        return REGISTERED if self.command.action == REGISTER else DEREGISTERED
+        return REGISTERED if self.register is not None else DEREGISTERED
 
     def to_json(self) -> dict[str, Any]:
+        register = self.register or RegisterCommand(self.id, None)
         return {"id": self.id, "state": self.state, "action": self.command.action,
-                "text": self.command.text, "history": self.command.history,
-                "own_topic": self.command.own_topic, "offset": self.offset,
+                "text": register.text, "history": register.history,
+                "own_topic": register.own_topic, "offset": self.offset,
                 "status": self.status, "message": self.message, "later": self.later,
                 "live_partitions": self.live[0], "partitions": self.live[1]}
 
@@ -153,7 +155,7 @@ def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
     status_topic = prefix + CONTROL_STATUS
     start = _end_offsets(bootstrap, status_topic, timeout) if wait else None
     sent = produce(bootstrap, prefix + CONTROL,
-                   [(c.id.encode(), c.encode(codec)) for c in commands], timeout)
+                   [(c.id.encode(), encode_command(codec, c)) for c in commands], timeout)
     if start is None:
         return [Submission(c, s, None) for c, s in zip(commands, sent)]
     outcomes = {s.offset: _Outcome(codec, c.id, s.offset, live) for c, s in zip(commands, sent)}
@@ -282,12 +284,12 @@ def read_control(bootstrap: str, *, timeout: float = 30.0, codec: Codec | None =
             history.pop(query_id, None)
             continue
         try:
-            command = Command.decode(codec, msg.value())
+            command = decode_command(codec, msg.value())
         except CodecError as exc:
             view.warnings.append(f"{control} offset {msg.offset()}: {exc.reason}")
             continue
         commands = history.pop(command.id, [])  # re-insert: order by the last command
-        original = _rewritten_from(msg)
+        original = rewritten_from(msg.headers())
         if original is None:
             commands.append((_offset(msg), command))
         elif all(offset != original for offset, _ in commands):
@@ -355,7 +357,7 @@ def _without_text(query_id: str, offset: int, status: CommandStatus,
                   last: QueryState | None) -> QueryState:
     later = "" if last is None else _note(last.command.action, last.offset, last.status,
                                           last.message)
-    return QueryState(query_id, Command(REGISTER, query_id), offset, ACCEPTED,
+    return QueryState(query_id, RegisterCommand(query_id, None), offset, ACCEPTED,
                       status.message, later)
 
 
@@ -379,7 +381,7 @@ def _state(query_id: str, commands: list[tuple[int, Command]],
     outcome = last_status.status if last_status else PENDING
     message = last_status.message if last_status else ""
     if accepted is not None and accepted[0] != last_offset \
-            and accepted[1].action == REGISTER:
+            and isinstance(accepted[1], RegisterCommand):
         later = _note(last.action, last_offset, outcome, message)
         return QueryState(query_id, accepted[1], accepted[0], ACCEPTED,
                           answer(*accepted).message, later)  # type: ignore[union-attr]
@@ -390,15 +392,6 @@ def _offset(msg: Message) -> int:
     offset = msg.offset()
     assert offset is not None  # every consumed or delivered message has one
     return offset
-
-
-def _rewritten_from(msg: Message) -> int | None:
-    """For the worker's copy of an accepted REGISTER (`REWRITTEN_HEADER`), the offset
-    of the original, whose status answers it; None for any other record."""
-    for name, value in msg.headers() or ():
-        if name == REWRITTEN_HEADER and value is not None:
-            return int(value)
-    return None
 
 
 def _key(msg: Message) -> str:

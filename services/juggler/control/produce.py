@@ -15,17 +15,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from juggler.codec.jsonl import (
-    DeregisterCommand,
-    InputError,
-    RegisterCommand,
-    decode_json,
-    parse_event_line,
-)
+from juggler.codec.jsonl import EventRecord, InputError, decode_json
 from juggler.control.client import ControlError, submit
-from juggler.control.commands import Command
+from juggler.wire.commands import Command, parse_event_line
 
 
 @dataclass
@@ -34,7 +28,7 @@ class Produced:
     commands: int = 0
 
 
-def lines_of(source: Path | TextIO) -> Iterator[tuple[int, Any]]:
+def lines_of(source: Path | TextIO) -> Iterator[tuple[int, EventRecord | Command]]:
     """(1-based line, parsed line) of a file or of standard input; blank lines skipped."""
     handle = open(source, encoding="utf-8") if isinstance(source, Path) else source
     try:
@@ -50,8 +44,9 @@ def lines_of(source: Path | TextIO) -> Iterator[tuple[int, Any]]:
             handle.close()
 
 
-def produce(bootstrap: str, lines: Iterable[tuple[int, Any]], *, prefix: str = "",
-            timeout: float = 60.0, progress: Callable[[Produced], None] | None = None) -> Produced:
+def produce(bootstrap: str, lines: Iterable[tuple[int, EventRecord | Command]], *,
+            prefix: str = "", timeout: float = 60.0,
+            progress: Callable[[Produced], None] | None = None) -> Produced:
     """Produce `lines` in order; raise `InputError` (with the line) or `ControlError`."""
     from juggler.codec.avro import CodecError
     from juggler.kafka.producer import EventProducer
@@ -59,22 +54,20 @@ def produce(bootstrap: str, lines: Iterable[tuple[int, Any]], *, prefix: str = "
     producer = EventProducer(bootstrap, prefix=prefix)
     done = Produced()
     for number, item in lines:
-        if isinstance(item, (RegisterCommand, DeregisterCommand)):
-            producer.flush(timeout)
-            command = Command.register(item.id, item.text, item.history) \
-                if isinstance(item, RegisterCommand) else Command.deregister(item.id)
-            sub = submit(bootstrap, command, timeout=timeout, prefix=prefix)
-            if sub.status is None or not sub.status.accepted or not sub.everywhere:
-                why = sub.status.message if sub.status is not None else "no status"
-                raise ControlError(f"line {number}: {command.action} {command.id} was not "
-                                   f"made live: {why or 'not live in every partition'}")
-            done.commands += 1
-        else:
+        if isinstance(item, EventRecord):
             try:
                 producer.send(item.stream, item.key, item.ts, item.data)
             except CodecError as exc:
                 raise InputError(exc.reason, line=number) from None
             done.events += 1
+        else:
+            producer.flush(timeout)
+            sub = submit(bootstrap, item, timeout=timeout, prefix=prefix)
+            if sub.status is None or not sub.status.accepted or not sub.everywhere:
+                why = sub.status.message if sub.status is not None else "no status"
+                raise ControlError(f"line {number}: {item.action} {item.id} was not "
+                                   f"made live: {why or 'not live in every partition'}")
+            done.commands += 1
         if progress is not None and (done.events + done.commands) % 1000 == 0:
             progress(done)
     producer.flush(timeout)

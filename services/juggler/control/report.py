@@ -11,8 +11,8 @@ from collections import Counter
 
 from juggler.control.client import (DEREGISTERED, NOT_YET, PENDING, REFUSED, REGISTERED,
                                     ControlView, QueryState, Submission)
-from juggler.control.commands import ACCEPTED, REGISTER
 from juggler.kafka.names import CONTROL, RESULTS_PREFIX
+from juggler.wire.commands import ACCEPTED, REGISTER
 
 SHOWN = 20
 """Rejected or unconfirmed commands of a batch shown one per line; the rest counted."""
@@ -107,11 +107,11 @@ def _live(q: QueryState) -> str:
 
 
 def _text(q: QueryState) -> str:
-    if not q.registered:
+    if q.register is None:
         return f"({q.command.action.lower()})"
-    if q.command.text is None:
+    if q.register.text is None:
         return f"(text no longer in {CONTROL}: compacted away)"
-    return _one_line(q.command.text or "")
+    return _one_line(q.register.text or "")
 
 
 WHY_NOT = {NOT_YET: "pending, not registered yet", REFUSED: "rejected, not registered",
@@ -141,15 +141,16 @@ def query_show(state: QueryState | None, query_id: str, *,
         lines.append(f"live:    in {done} of {of} partitions")
     if state.later:
         lines.append(f"later:   {state.later}")
-    if state.registered:
-        lines.append(f"history: {'true' if state.command.history else 'false'}")
-        if state.command.own_topic:
+    register = state.register
+    if register is not None:
+        lines.append(f"history: {'true' if register.history else 'false'}")
+        if register.own_topic:
             lines.append(f"results: {RESULTS_PREFIX}{state.id} (its own topic)")
-        if state.command.text is None:
+        if register.text is None:
             lines.append(f"text:    (no longer in {CONTROL}: compacted away)")
         else:
             lines.append("text:")
-            lines += [f"  {line}" for line in state.command.text.splitlines()]
+            lines += [f"  {line}" for line in register.text.splitlines()]
     return "\n".join(lines), 0
 
 

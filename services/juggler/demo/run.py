@@ -80,11 +80,11 @@ def load_queries(path: Path) -> list[tuple[str, str]]:
 def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
     """Run the demo; returns the final counts (the CLI prints, tests assert)."""
     from juggler.control.client import submit
-    from juggler.control.commands import Command
     from juggler.kafka.broker import LocalBroker, free_port
     from juggler.kafka.topics import apply_topics
     from juggler.service.process import WorkerProcess
     from juggler.service.settings_log import reset
+    from juggler.wire.commands import RegisterCommand
 
     say = _printer(out)
     queries = load_queries(options.queries)
@@ -111,7 +111,7 @@ def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
         say(f"worker ({options.runtime} runtime) ready at {worker.url} in "
             f"{time.monotonic() - t0:.1f} s")
         for query_id, text in queries:
-            sub = submit(bootstrap, Command.register(query_id, text), timeout=60)
+            sub = submit(bootstrap, RegisterCommand(query_id, text), timeout=60)
             state = sub.status.status if sub.status else "no answer"
             say(f"registered {query_id}: {state}"
                 + (f" ({sub.status.message})" if sub.status and sub.status.message else ""))

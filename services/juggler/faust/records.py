@@ -40,8 +40,8 @@ from faust.serializers import codecs
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND_STATUS, DEAD_LETTER, RESULT, Codec as AvroCodec, \
     result_record
-from juggler.control import commands
 from juggler.engine import events
+from juggler.wire import commands
 
 __all__ = ["RESULT_CODEC", "DEAD_LETTER_CODEC", "COMMAND_STATUS_CODEC", "JugglerRecord",
            "Position", "Result", "DeadLetter", "CommandStatus", "RecordCodec", "ResultCodec",

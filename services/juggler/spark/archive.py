@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import Codec, load_avro_schemas
-from juggler.codec.jsonl import (DeregisterCommand, EventRecord, RegisterCommand, Schemas,
-                                  parse_event_line)
+from juggler.codec.jsonl import EventRecord, Schemas
 from juggler.language.model import TIMESTAMP
 from juggler.spark.errors import BadInput
+from juggler.wire.commands import Command, parse_event_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -112,7 +112,7 @@ def read_archive(spark: SparkSession, directory: Path, codec: Codec,
 CONTROL_FILE = "control.jsonl"
 """An archive's control lines: `{"position": n, "command": <the control line>}`."""
 
-def read_control_lines(archive: Path) -> list[tuple[int, RegisterCommand | DeregisterCommand]]:
+def read_control_lines(archive: Path) -> list[tuple[int, Command]]:
     """The archive's control lines by position (none without `control.jsonl`)."""
     path = archive / CONTROL_FILE
     if not path.is_file():
@@ -125,22 +125,15 @@ def read_control_lines(archive: Path) -> list[tuple[int, RegisterCommand | Dereg
             position = int(entry["position"])
         except (ValueError, KeyError, TypeError) as exc:
             raise BadInput(f"{path}:{number}: not a control line ({exc})") from None
-        if not isinstance(command, (RegisterCommand, DeregisterCommand)):
+        if isinstance(command, EventRecord):
             raise BadInput(f"{path}:{number}: an event, where a control line belongs")
         commands.append((position, command))
     return sorted(commands, key=lambda c: c[0])
 
 
-def write_control_lines(archive: Path,
-                        commands: Iterable[tuple[int, RegisterCommand | DeregisterCommand]]
-                        ) -> None:
-    lines = []
-    for position, command in commands:
-        line: dict[str, Any] = {"control": "deregister", "id": command.id}
-        if isinstance(command, RegisterCommand):
-            line = {"control": "register", "id": command.id, "text": command.text,
-                    "history": command.history}
-        lines.append(json.dumps({"position": position, "command": line}) + "\n")
+def write_control_lines(archive: Path, commands: Iterable[tuple[int, Command]]) -> None:
+    lines = [json.dumps({"position": position, "command": command.line()}) + "\n"
+             for position, command in commands]
     (archive / CONTROL_FILE).write_text("".join(lines), encoding="utf-8")
 
 

@@ -289,11 +289,12 @@ def _queries(queries_file: Path | None, query_id: str | None, text: str | None,
         raise JobError(str(exc)) from None
     if query_id is not None:
         state = states.get(query_id)
-        if state is None or not state.registered or state.command.text is None:
+        register = state.register if state is not None else None
+        if register is None or register.text is None:
             raise BadInput(f"query {query_id!r} is not registered on the control topic; "
                            f"give --text")
-        return [compile_query(query_id, state.command.text, codec.catalog())]
-    registered = [(s.id, s.command.text) for s in states.values() if s.registered]
+        return [compile_query(query_id, register.text, codec.catalog())]
+    registered = [(s.id, s.register.text) for s in states.values() if s.register is not None]
     queries = [compile_query(i, t, codec.catalog()) for i, t in registered if t is not None]
     if not queries:
         raise BadInput("no query is registered on the control topic; give --queries "

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import Codec
-from juggler.codec.jsonl import DeregisterCommand, RegisterCommand, parse_event_line
 from juggler.engine.events import EngineConfig, Event, LateEvent, Position, Result
 from juggler.language.model import TIMESTAMP, Query
 from juggler.service.topic_names import TopicNames
@@ -40,6 +39,7 @@ from juggler.spark.archive import (KEY, POSITION, data_columns, read_archive,
                                    read_control_lines, spark_type)
 from juggler.spark.errors import BadInput
 from juggler.spark.progress import Progress
+from juggler.wire.commands import Command, RegisterCommand
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,7 +56,7 @@ class Plan:
     (each registration already compiled on the driver), and the stream columns."""
 
     queries: tuple[Query, ...]
-    commands: tuple[tuple[int, RegisterCommand | DeregisterCommand], ...]
+    commands: tuple[tuple[int, Command], ...]
     compiled: dict[int, Query]
     columns: dict[str, tuple[str, ...]]
     allowed_lateness: int
@@ -84,6 +84,7 @@ def plan(queries: list[Query], archive: Path, codec: Codec, allowed_lateness: in
             if command.id in registered:
                 raise BadInput(f"control line at position {position}: query "
                                f"{command.id!r} is already registered")
+            assert command.text is not None  # a control line always has its text
             compiled[position] = compile_query(command.id, command.text, codec.catalog())
             registered.add(command.id)
         elif command.id not in registered:
@@ -144,7 +145,7 @@ def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
     for query in plan.queries:
         engine.register(query)
 
-    def command(position: int, record: RegisterCommand | DeregisterCommand) -> list[Result]:
+    def command(position: int, record: Command) -> list[Result]:
         if isinstance(record, RegisterCommand):
             return engine.register(plan.compiled[position], history=record.history)
         engine.deregister(record.id)
