@@ -1,6 +1,6 @@
 """The clearance's requests run in the background: the loop must get no answer before
 the requests are done, the committed control offset must be asked before the log ends
-(the order `JugglerWorker._clear`'s argument rests on), and a failed request must stop
+(the order `Clearance.clear`'s argument rests on), and a failed request must stop
 the loop rather than pass for an answer, and so must a request that never answers."""
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ command, the others after (each side by `ts`).
 
 Records are only taken once *cleared* (`cleared_epoch`): the worker clears the records
 fetched before a moment at which it knew every command accepted so far (see
-`JugglerWorker._clear`), so no barrier can later turn out to lie below a record
+`clearance.Clearance.clear`), so no barrier can later turn out to lie below a record
 already taken. A record that did not decode has no `ts` and changes no state: it is
 taken (dead-lettered) as soon as it is at the head of its partition.
 """

@@ -28,20 +28,29 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException,
-                             TopicPartition)
+                             Message, TopicPartition)
 
+from juggler.control.client import ControlError
 from juggler.kafka.client_log import client_log, stamp
+from juggler.kafka.offsets import log_ends
+from juggler.service import restore, settings_log
+from juggler.service.arrival import Input
+from juggler.service.clearance import Clearance
+from juggler.service.control_plane import ControlTask
+from juggler.service.http_api import serve
 from juggler.service.job import FAILURE_EXIT, Job
-from juggler.service.recovery import Backoff, Unrecoverable, diagnose
-from juggler.service.pages import EMPTY
+from juggler.service.metrics import WorkerMetrics
+from juggler.service.pages import EMPTY, Pages, Scrape
 from juggler.service.pages import take as take_pages
+from juggler.service.recovery import Backoff, Unrecoverable, diagnose
+from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
 from juggler.service.settings import Settings
-
-if TYPE_CHECKING:
-    from juggler.service.clearance import Answer, Question
+from juggler.service.task import PartitionTask, Record, RoundCounts
+from juggler.service.transactions import Outbox, Transactions
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +84,22 @@ workload K offline (60,000 records, the loop's code without Kafka) collections t
 
 class JugglerWorker(Job):
     def __init__(self, settings: Settings) -> None:
-        from juggler.service.metrics import WorkerMetrics
-
         super().__init__(settings)
-        self.tasks: dict[int, Any] = {}
-        self.control: Any = None
+        self.tasks: dict[int, PartitionTask] = {}
+        self.control: ControlTask | None = None
         self.metrics = WorkerMetrics(self)
-        self.pages = EMPTY
+        self.pages: Pages = EMPTY
         """What the HTTP pages read of the tasks, as of the end of the last round
         (`pages`): replaced whole, never changed, so the HTTP thread reads it without
         waiting for the loop, which alone touches the tasks."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
-        self.consumer: Any = None
-        self.transactions: Any = None
-        self.clearance: Any = None
+        self.consumer: Consumer | None = None
+        self.transactions: Transactions | None = None
+        self.clearance: Clearance | None = None
+        """The loop's clients and the clearance protocol's state, for one run of the
+        loop (`_loop`): a failure under it drops them with the tasks (`_close_dirty`)."""
         self._fault: tuple[float, str] | None = None
         """(since when, what) of the Kafka failure the worker is recovering from, until
         its tasks are restored again."""
@@ -102,21 +111,13 @@ class JugglerWorker(Job):
         self._assigned = False
         self._stop = threading.Event()
         self._committed: dict[tuple[str, int], int] = {}
-        self._revoked: dict[int, Any] = {}
+        self._revoked: dict[int, PartitionTask] = {}
         """Tasks revoked by the rebalance under way: kept until the assignment shows
         whether they come back (then `restore.assigned` reuses them)."""
-        self._clearances: dict[int, list[tuple[int, int]]] = {}
-        """Per task: (fetch epoch, fanout log end) of clearances asked for; the epoch's
-        records are cleared once the task's fanout position reaches that end."""
-        self._control_committed: int | None = None
-        self._control_known = False
-        """Whether `_control_committed` is the group's committed control offset: known
-        while this worker owns the control partition, from when it asked until it
-        commits there again."""
         self._epoch = 0
         self._generation = 0
         """Counts assignments and revocations: a clearance answer asked before one is
-        dropped (`_take_answer`), and the group metadata is asked again."""
+        dropped (`Clearance.clear`), and the group metadata is asked again."""
         self._group_meta: tuple[int, Any] | None = None
         self._paused: set[tuple[str, int]] = set()
         self._highs: dict[tuple[str, int], int] = {}
@@ -125,14 +126,14 @@ class JugglerWorker(Job):
 
     # what the HTTP port and the metrics read ------------------------------------------
 
-    def restored_tasks(self) -> list[Any]:
+    def restored_tasks(self) -> list[PartitionTask]:
         """The tasks whose engines may be read (by `pages.take`, on the loop's thread)."""
         return [t for t in list(self.tasks.values()) if t.restored]
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         return self._highs.get((topic, partition))
 
-    def scrape(self) -> Any:
+    def scrape(self) -> Scrape:
         return self.pages.scrape
 
     def _publish_pages(self) -> None:
@@ -147,9 +148,6 @@ class JugglerWorker(Job):
     def run(self) -> None:
         """Consume, process and commit until SIGTERM/SIGINT; exit 70 on a failure the
         worker cannot recover from by itself (`recovery`)."""
-        from juggler.service.http_api import serve
-        from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
-
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
         _, *older = gc.get_threshold()
@@ -184,9 +182,6 @@ class JugglerWorker(Job):
         are the group's, it takes no partition, says why in its log and on `/health`,
         and reads the group's again every `RECHECK_EVERY` seconds (an operator may reset
         them meanwhile). True once they agree; False if stopped first."""
-        from juggler.control.client import ControlError
-        from juggler.service import settings_log
-
         mine = self.group_settings()
         while not self._stop.is_set():
             try:
@@ -234,7 +229,7 @@ class JugglerWorker(Job):
                 self._outages = client_log().outages
                 self.renew_admin()
 
-    def _close_dirty(self) -> Any:
+    def _close_dirty(self) -> Consumer | None:
         """Abandon the transactions not committed and drop every task, as if the process
         had died; returns the consumer, to close once the cluster answers (its leaving
         the group must reach the broker, or the next rebalance waits for it)."""
@@ -244,9 +239,8 @@ class JugglerWorker(Job):
         if self.transactions is not None:
             self.transactions.abandon()
         consumer, self.consumer = self.consumer, None
-        self.tasks, self.control, self._revoked = {}, None, {}
-        self._clearances, self._committed, self._paused = {}, {}, set()
-        self._control_committed, self._control_known = None, False
+        self.tasks, self.control, self._revoked, self.clearance = {}, None, {}, None
+        self._committed, self._paused = {}, set()
         self._assigned, self._group_meta, self._highs = False, None, {}
         self._generation += 1
         self._publish_pages()
@@ -255,8 +249,6 @@ class JugglerWorker(Job):
     def _await_cluster(self) -> bool:
         """Back off until the cluster answers (False if the worker is stopped meanwhile);
         raises `Unrecoverable` if it refuses this worker's credentials meanwhile."""
-        from confluent_kafka import KafkaException
-
         began = time.time()
         while not self._stop.wait(self._backoff.next()):
             refused = client_log().refused_since(began)
@@ -284,16 +276,12 @@ class JugglerWorker(Job):
                f"committed round"
 
     def _loop(self) -> None:
-
-        from juggler.service.clearance import ClearanceAsker
-        from juggler.service.transactions import Transactions
-
         settings = self.settings
-        self.transactions = Transactions(self.client_config,
-                                         f"{settings.app_id}-{self.instance}",
-                                         self.max_record_bytes, self.metrics.transaction_done)
-        self.clearance = ClearanceAsker(self.admin, settings.app_id, (self.names.control, 0),
-                                        self.metrics.clearance.observe)
+        transactions = self.transactions = Transactions(
+            self.client_config, f"{settings.app_id}-{self.instance}", self.max_record_bytes,
+            self.metrics.transaction_done)
+        clearance = self.clearance = Clearance(self.admin, settings.app_id, self.names,
+                                               self.streams, self.metrics.clearance.observe)
         consumer = self.consumer = Consumer({
             **self.client_config,
             "group.id": settings.app_id,
@@ -316,47 +304,47 @@ class JugglerWorker(Job):
         clock = self.clock
         while not self._stop.is_set():
             clock.enter("poll")
-            messages = self._fetch(timeout)
+            messages = self._fetch(consumer, timeout)
             self._epoch += 1
             if client_log().outages != self._outages:  # the loop rode one out
                 self._outages = client_log().outages
                 self.renew_admin()
-                self.clearance.admin = self.admin
-            self._note_high_watermarks()
+                clearance.renew_admin(self.admin)
+            self._note_high_watermarks(consumer)
             if messages:
                 self.metrics.batches.observe(len(messages))
-            elif timeout > 0 and not self.clearance.busy:
+            elif timeout > 0 and not clearance.busy:
                 clock.enter("commit")
                 # idle: nothing to overlap, so let the transaction in flight finish
                 # and its round's counts reach the metrics now, not a round later.
                 # Not when the last round left records it could take at once (a
                 # backlog fetched to its end): waiting there put every transaction
                 # back on the loop's path, 40% of K's evaluation time
-                self.transactions.wait()
+                transactions.wait()
             clock.enter("other")
-            self._restore_new()
+            self._restore_new(transactions)
             clock.enter("decode")
             self._route(messages)
             clock.enter("other")
-            timeout = self._round()
+            timeout = self._round(consumer, transactions, clearance)
             self._publish_pages()
         # stopped: close in order (after a failure `_supervise` closes what is left)
-        self.clearance.close()
+        clearance.close()
         try:
-            self.transactions.close()
+            transactions.close()
         finally:
             consumer.close()
 
-    def _fetch(self, timeout: float) -> list[Any]:
+    def _fetch(self, consumer: Consumer, timeout: float) -> list[Message]:
         """What the consumer holds, up to `batch_max` records, waiting up to `timeout`
         only while it holds nothing. Not `consume(batch_max, timeout)`: that waits for a
         full batch or the timeout, so at a trickle every record waited the timeout."""
-        first = self.consumer.poll(timeout)
+        first = consumer.poll(timeout)
         if first is None:
             return []
-        return [first, *self.consumer.consume(self.settings.batch_max - 1, timeout=0)]
+        return [first, *consumer.consume(self.settings.batch_max - 1, timeout=0)]
 
-    def _note_high_watermarks(self) -> None:
+    def _note_high_watermarks(self, consumer: Consumer) -> None:
         """Copy the consumer's cached high watermarks of the owned stream partitions
         for `high_watermark`, from the loop's own thread, at most every
         `HIGHS_EVERY` seconds (a dictionary lookup per partition)."""
@@ -364,21 +352,19 @@ class JugglerWorker(Job):
         if now - self._highs_at < HIGHS_EVERY:
             return
         self._highs_at = now
-        self._highs = {(topic, p): self.consumer.get_watermark_offsets(
+        self._highs = {(topic, p): consumer.get_watermark_offsets(
                            TopicPartition(topic, p), cached=True)[1]
                        for topic in self.stream_of_topic for p in list(self.tasks)}
 
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        from juggler.service.control_plane import ControlTask
-        from juggler.service.task import PartitionTask
-
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if consumer is not self.consumer:
             return  # a consumer closed after a failure: its tasks are gone already
+        assert self.clearance is not None  # made with the consumer (`_loop`)
         self._generation += 1
         for tp in partitions:
             if tp.topic == self.names.control:
                 self.control = ControlTask(self)
-                self._control_known = False
+                self.clearance.control_moved()
             elif tp.partition not in self.tasks:
                 task = self._revoked.pop(tp.partition, None)
                 self.tasks[tp.partition] = task or PartitionTask(self, tp.partition)
@@ -388,34 +374,33 @@ class JugglerWorker(Job):
         log.info("assigned partitions %s%s", sorted(self.tasks),
                  " and the control partition" if self.control else "")
 
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if consumer is not self.consumer:
             return  # a consumer closed after a failure: its tasks are gone already
+        assert self.transactions is not None and self.clearance is not None  # (`_loop`)
         self.transactions.wait()  # a revoked task keeps the offsets committed for it
         self._generation += 1
         for tp in partitions:
             if tp.topic == self.names.control:
                 self.control = None
-                self._control_known = False
+                self.clearance.control_moved()
                 self._assigned = self.ready = False
             elif tp.partition in self.tasks:
                 self._assigned = self.ready = False
                 self._revoked[tp.partition] = self.tasks.pop(tp.partition).revoked(
                     self._committed)
-                self._clearances.pop(tp.partition, None)
+                self.clearance.forget(tp.partition)
             self._committed.pop((tp.topic, tp.partition), None)
             self._paused.discard((tp.topic, tp.partition))
         self._publish_pages()
         log.info("partitions revoked; now %s", sorted(self.tasks))
 
-    def _restore_new(self) -> None:
-        from juggler.service import restore
-
+    def _restore_new(self, transactions: Transactions) -> None:
         fresh = [t for t in self.tasks.values() if not t.restored]
         control = self.control if self.control is not None and not self.control.restored \
             else None
         if fresh or control is not None:
-            self.transactions.wait()  # restore reads the state topic up to its end
+            transactions.wait()  # restore reads the state topic up to its end
             t0 = time.monotonic()
             restore.assigned(self, fresh, control)
             _freeze_heap()
@@ -432,18 +417,19 @@ class JugglerWorker(Job):
             self._fault = None
             self._backoff.reset()
 
-    def _route(self, messages: list[Any]) -> None:
+    def _route(self, messages: list[Message]) -> None:
         """Hand a fetched batch to the tasks and the control task. Stream records go as
         one group per (topic, partition), in the batch's order (Kafka's offset order
         within a partition, though partitions may interleave), so a task decodes and
         orders each group in one call rather than one call per record."""
-
-        from juggler.service.task import Record
-
         now = time.monotonic()
         groups: dict[tuple[str, int], list[Record]] = {}
         stream_of_topic = self.stream_of_topic
-        for m in messages:
+        # read untyped: confluent-kafka's stubs make a message's topic, partition,
+        # offset and headers optional, which they are only on an error (skipped here),
+        # and a check per record would cost the loop for nothing
+        fetched: list[Any] = messages
+        for m in fetched:
             error = m.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -473,25 +459,24 @@ class JugglerWorker(Job):
             if task is not None:
                 task.add_many(stream_of_topic[topic], records, self._epoch, now)
 
-    def _round(self) -> float:
+    def _round(self, consumer: Consumer, transactions: Transactions,
+               clearance: Clearance) -> float:
         """One round: control, clearance, tasks, commit; the next poll's timeout."""
-        from juggler.service.task import RoundCounts
-        from juggler.service.transactions import Outbox
-
-        if self.control is not None and (self.control.pending or self._control_behind()):
+        control = self.control
+        if control is not None and (control.pending or self._control_behind(control)):
             outbox, counts = Outbox(), RoundCounts()
-            self.control.run(outbox, counts)
-            self._commit(outbox, counts)
-            self.transactions.wait()  # clearance below needs the control offset committed
+            control.run(outbox, counts)
+            self._commit(consumer, transactions, outbox, counts)
+            transactions.wait()  # clearance below needs the control offset committed
             # and asks it of the group once more: commit_transaction returns before the
             # broker has written the markers that make the fanout copies readable, and
             # the group answers a stable offset only once its own marker is written
-            self._control_known = False
-        self._update_positions()
-        self._clear()
+            clearance.control_moved()
+        self._update_positions(consumer)
+        clearance.clear(self.tasks, self.control is not None, self._epoch, self._generation)
         outbox, counts = Outbox(), RoundCounts()
         now = time.monotonic()
-        refresh: list[Any] = []
+        refresh: list[tuple[PartitionTask, Input]] = []
         until: float | None = None
         busy = False
         for task in list(self.tasks.values()):
@@ -503,18 +488,19 @@ class JugglerWorker(Job):
             if wait.until is not None:
                 until = wait.until if until is None else min(until, wait.until)
         self.clock.enter("commit")
-        self._commit(outbox, counts)
+        self._commit(consumer, transactions, outbox, counts)
         self.clock.enter("other")
         if refresh:
             self._refresh_ends(refresh)
             return 0.0
-        self._flow_control()
+        self._flow_control(consumer)
         if busy:
             return 0.0
         timeout = 0.1 if until is None else max(0.0, min(0.1, until - time.monotonic()))
-        return min(timeout, ANSWER_POLL) if self.clearance.busy else timeout
+        return min(timeout, ANSWER_POLL) if clearance.busy else timeout
 
-    def _commit(self, outbox: Any, counts: Any) -> None:
+    def _commit(self, consumer: Consumer, transactions: Transactions, outbox: Outbox,
+                counts: RoundCounts) -> None:
         """Submit the round's transaction; it commits while the next round runs.
         `_committed` counts it as committed at once: if it fails, every task is closed
         dirty and `_committed` with them."""
@@ -525,11 +511,11 @@ class JugglerWorker(Job):
             return
         self.metrics.handed_over(counts)
         outbox.then(lambda: self.metrics.count(counts))
-        self.transactions.wait_for_room()
-        self.transactions.submit(outbox, self._group_metadata())
+        transactions.wait_for_room()
+        transactions.submit(outbox, self._group_metadata(consumer))
         self._committed.update(outbox.offsets)
 
-    def _group_metadata(self) -> Any:
+    def _group_metadata(self, consumer: Consumer) -> Any:
         """The consumer's group metadata for `send_offsets_to_transaction` (KIP-447:
         the generation fences a worker whose partitions moved on), asked once per
         assignment: librdkafka answers it from its main thread, a thread round trip
@@ -538,27 +524,27 @@ class JugglerWorker(Job):
         stale metadata could only make a commit fail (fenced), which closes the tasks
         dirty."""
         if self._group_meta is None or self._group_meta[0] != self._generation:
-            self._group_meta = (self._generation, self.consumer.consumer_group_metadata())
+            self._group_meta = (self._generation, consumer.consumer_group_metadata())
         return self._group_meta[1]
 
-    def _control_behind(self) -> bool:
+    def _control_behind(self, control: ControlTask) -> bool:
         """Whether the control partition's position passed what was committed there
         with nothing left to decide (a marker after the task's own copies)."""
-        position = self.control.position
+        position = control.position
         return position is not None and position > self._committed.get((self.names.control, 0), -1)
 
-    def _update_positions(self) -> None:
+    def _update_positions(self, consumer: Consumer) -> None:
         """Each input's position (next offset to deliver, past transaction markers)."""
-
         tps = [TopicPartition(self.names.stream(s), p) for p in self.tasks for s in self.streams]
         tps += [TopicPartition(self.names.fanout, p) for p in self.tasks]
-        if self.control is not None:
+        control = self.control
+        if control is not None:
             tps.append(TopicPartition(self.names.control, 0))
-        for tp in self.consumer.position(tps):
+        for tp in consumer.position(tps):
             if tp.offset < 0:
                 continue
-            if tp.topic == self.names.control:
-                self.control.position = tp.offset
+            if control is not None and tp.topic == self.names.control:
+                control.position = tp.offset
                 continue
             task = self.tasks[tp.partition]
             if tp.topic == self.names.fanout:
@@ -567,95 +553,7 @@ class JugglerWorker(Job):
                 inp = task.order.inputs[self.stream_of_topic[tp.topic]]
                 inp.position = max(inp.position or 0, tp.offset)
 
-    def _clear(self) -> None:
-        """Clear the records fetched so far once no command can be accepted with a
-        barrier below them that a task has not seen (semantics 4a): every control record
-        up to the control log's end is decided and committed (the group's committed
-        control offset reached it), and each task has fetched its fanout partition up to
-        where it ended after that.
-
-        A question is one broker request when this worker owns the control partition
-        and committed nothing there since it last asked (only it commits there) and
-        that answer passed, two otherwise; none is asked for a task whose buffered
-        records were all fetched before a clearance already asked for. They run in the
-        background (`clearance.ClearanceAsker`, one question at a time); this round
-        takes an answer that arrived and asks the next question:
-
-        1. the committed control offset C (as a stable offset: no transaction of the
-           group pending on it, so its markers are written), known or asked (M0);
-        2. in one request (moment M1, after M0): the control log end E, the fanout log
-           end F of each waiting task, and the log end of the waiting tasks' empty
-           stream partitions (what an idle partition needs before a record may go past
-           it, `arrival`; asked here it costs no round trip of its own).
-
-        If C >= E, every command in the control log at M1 was decided and its fanout
-        copies committed by M0. A command whose barrier could lie at or below a record
-        fetched before the question was asked (before M0) was accepted before that
-        record was appended, so it is in the control log at M1 and its copies are below
-        F: a task that has fetched its fanout partition up to F has seen it. A command
-        accepted after M0 has a barrier above every record fetched before. A known C
-        may be older than M0 (learnt by an earlier answer): it is a committed offset
-        still, and any command appended after it makes E > C. Timing only decides how
-        soon."""
-        answer = self.clearance.answer()
-        if answer is not None:
-            self._take_answer(answer)
-        if not self.clearance.busy:
-            waiting = self._waiting_for_clearance()
-            if waiting:
-                self.clearance.ask(self._question(waiting))
-        for p, pending in self._clearances.items():
-            order = self.tasks[p].order
-            position = order.barrier_position or 0
-            done = [epoch for epoch, fanout_end in pending if position >= fanout_end]
-            if done:
-                order.cleared_epoch = max(order.cleared_epoch, *done)
-                pending[:] = [c for c in pending if c[0] > order.cleared_epoch]
-
-    def _waiting_for_clearance(self) -> list[int]:
-        """The tasks holding records fetched after every clearance asked for them."""
-        waiting = []
-        for p, t in self.tasks.items():
-            order = t.order
-            if not t.restored or order.newest_epoch <= order.cleared_epoch \
-                    or not order.buffered():
-                continue
-            asked = max((e for e, _ in self._clearances.get(p, ())), default=-1)
-            if order.newest_epoch > asked:
-                waiting.append(p)
-        return waiting
-
-    def _question(self, waiting: list[int]) -> Question:
-        from juggler.service.clearance import Question
-
-        known = self.control is not None and self._control_known
-        fanout = tuple((self.names.fanout, p) for p in waiting)
-        idle = tuple((self.names.stream(inp.stream), p) for p in waiting
-                     for inp in self.tasks[p].order.inputs.values() if not inp.buffer)
-        return Question(self._epoch, self._generation, tuple(waiting),
-                        self._control_committed if known else None, not known, fanout, idle)
-
-    def _take_answer(self, answer: Answer) -> None:
-        q = answer.question
-        if q.generation != self._generation:
-            return  # a rebalance since: ask again for the tasks there are now
-        if q.ask_group and self.control is not None:  # only this worker commits there now
-            self._control_committed, self._control_known = answer.committed, True
-        for topic, p in q.idle:
-            inp = self.tasks[p].order.inputs[self.stream_of_topic[topic]]
-            if answer.asked_at > inp.end_at:  # not over a later `_refresh_ends`
-                inp.end, inp.end_at = answer.ends[(topic, p)], answer.asked_at
-                inp.end_epoch = q.epoch
-        end = answer.ends[self.clearance.control]
-        if end == 0 or (answer.committed is not None and answer.committed >= end):
-            for p, fanout in zip(q.waiting, q.fanout):
-                self._clearances.setdefault(p, []).append((q.epoch, answer.ends[fanout]))
-        else:  # commands under way: ask the group again next time, never trust an
-            self._control_known = False  # answer that has not cleared anything
-
-    def _refresh_ends(self, refresh: list[tuple[Any, Any]]) -> None:
-        from juggler.kafka.offsets import log_ends
-
+    def _refresh_ends(self, refresh: list[tuple[PartitionTask, Input]]) -> None:
         now = time.monotonic()
         wanted = {(self.names.stream(inp.stream), task.partition): inp
                   for task, inp in refresh if now - inp.end_at >= REFRESH_EVERY}
@@ -667,9 +565,8 @@ class JugglerWorker(Job):
         for tp, end in ends.items():
             wanted[tp].end, wanted[tp].end_at, wanted[tp].end_epoch = end, asked, epoch
 
-    def _flow_control(self) -> None:
+    def _flow_control(self, consumer: Consumer) -> None:
         """Pause a stream partition whose buffer is full, resume it once half empty."""
-
         limit = self.settings.buffer_max
         pause, resume = [], []
         for p, task in self.tasks.items():
@@ -680,10 +577,10 @@ class JugglerWorker(Job):
                 elif len(inp.buffer) <= limit // 2 and tp in self._paused:
                     resume.append(tp)
         if pause:
-            self.consumer.pause([TopicPartition(t, p) for t, p in pause])
+            consumer.pause([TopicPartition(t, p) for t, p in pause])
             self._paused.update(pause)
         if resume:
-            self.consumer.resume([TopicPartition(t, p) for t, p in resume])
+            consumer.resume([TopicPartition(t, p) for t, p in resume])
             self._paused.difference_update(resume)
 
     # progress -------------------------------------------------------------------------
@@ -706,7 +603,7 @@ class JugglerWorker(Job):
                 "control": self.control is not None}
 
 
-def _close_quietly(consumer: Any) -> None:
+def _close_quietly(consumer: Consumer | None) -> None:
     """Close a consumer left by a failure; one that fails to close is left to the
     group's session timeout."""
     if consumer is None:
@@ -732,8 +629,6 @@ def _freeze_heap() -> None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("juggler")
     except PackageNotFoundError:
