@@ -12,11 +12,12 @@ from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.bounded import result_budget
 from juggler.engine.events import Event
+from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
 from juggler.service.deadletters import DeadLetters
 from juggler.service.job import COMPILED_CACHE, FANOUT_CACHE, Job
 from juggler.service.loop_clock import LoopClock
 from juggler.service.settings import Settings
-from juggler.service.task import BARRIER_HEADER, CONTROL_OFFSET_HEADER, PartitionTask, Record, RoundCounts
+from juggler.service.task import PartitionTask, Record, RoundCounts
 from juggler.service.topic_names import TopicNames
 from juggler.service.transactions import Outbox
 from juggler.wire.commands import Command, DeregisterCommand, RegisterCommand

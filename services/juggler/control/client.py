@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +138,7 @@ def submit(bootstrap: str, command: Command, *, wait: bool = True, timeout: floa
                        prefix=prefix, live=live)[0]
 
 
-def submit_many(bootstrap: str, commands: list[Command], *, wait: bool = True,
+def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = True,
                 timeout: float = 30.0, codec: Codec | None = None, prefix: str = "",
                 live: bool = True) -> list[Submission]:
     """`submit` for many commands at once: one producer sends them all (in order, one

@@ -23,14 +23,16 @@ and readers of the topic take it for the original.
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from juggler.codec.avro import COMMAND, COMMAND_STATUS, CodecError
-from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, REWRITTEN_HEADER
+from juggler.codec.avro import CodecError
 from juggler.service.task import Record, RoundCounts
 from juggler.service.transactions import Outbox
+from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
+                                   DeregisterCommand, RegisterCommand, decode_command,
+                                   encode_command, fanout_headers, is_rewritten,
+                                   rewritten_headers)
 
 if TYPE_CHECKING:
     from juggler.service.job import TaskContext
@@ -55,15 +57,15 @@ class ControlTask:
         need the committed control offset at the log's end, so once nothing is pending
         the task commits the position."""
 
-    def restore(self, statuses: list[dict[str, Any]]) -> None:
+    def restore(self, statuses: list[CommandStatus]) -> None:
         """The accepted set from the status topic (in log order)."""
         for status in statuses:
-            if status["status"] != "ACCEPTED":
+            if not status.accepted:
                 continue
-            if status["action"] == "REGISTER":
-                self.accepted[status["id"]] = status["command_offset"]
+            if status.action == REGISTER:
+                self.accepted[status.id] = status.command_offset
             else:
-                self.accepted.pop(status["id"], None)
+                self.accepted.pop(status.id, None)
         self.restored = True
 
     def add(self, record: Record) -> None:
@@ -79,13 +81,13 @@ class ControlTask:
             return
         barriers: dict[int, dict[str, int]] | None = None
         for record in self.pending:
-            if any(name == REWRITTEN_HEADER for name, _ in record.headers or ()):
+            if is_rewritten(record.headers):
                 continue  # this task's own copy of an accepted REGISTER
             command = self._decode(record, outbox, counts)
             if command is None:
                 self._keep_registered(record.key, outbox)
                 continue
-            problem = _key_problem(record.key, command["id"]) or self._problem(command)
+            problem = _key_problem(record.key, command.id) or self._problem(command)
             if problem is None:
                 if barriers is None:
                     barriers = w.stream_log_ends()
@@ -97,7 +99,7 @@ class ControlTask:
         outbox.offsets[(last.topic, last.partition)] = max(last.offset + 1, self.position or 0)
         self.pending = []
 
-    def _decode(self, record: Record, outbox: Outbox, counts: RoundCounts) -> dict[str, Any] | None:
+    def _decode(self, record: Record, outbox: Outbox, counts: RoundCounts) -> Command | None:
         if record.value is None:
             self.w.dead_letters.send(
                 outbox, counts, record, "bad_command",
@@ -106,80 +108,81 @@ class ControlTask:
             log.warning("control offset %d: a tombstone, not a command", record.offset)
             return None
         try:
-            return self.w.codec.decode(COMMAND, record.value)
+            return decode_command(self.w.codec, record.value)
         except CodecError as exc:
             self.w.dead_letters.send(outbox, counts, record, "bad_command", exc.reason)
             log.warning("control offset %d: not a command (%s): %s", record.offset, exc.kind,
                         exc.reason)
             return None
 
-    def _problem(self, command: dict[str, Any]) -> str | None:
+    def _problem(self, command: Command) -> str | None:
         from juggler.language import QueryError
 
-        qid, action = command["id"], command["action"]
-        if action == "DEREGISTER":
+        qid = command.id
+        if isinstance(command, DeregisterCommand):
             return None if qid in self.accepted else f"query {qid!r} is not registered"
         problem = self.w.names.query_id_problem(qid)
-        if problem is None and qid in self.accepted:
-            problem = f"query {qid!r} is already registered"
-        if problem is None and command.get("text") is None:
-            problem = f"register {qid!r}: the command has no query text"
-        if problem is None:
-            try:
-                self.w.compiled(qid, command["text"])
-            except QueryError as exc:
-                problem = str(exc)
-        return problem
+        if problem is not None:
+            return problem
+        if qid in self.accepted:
+            return f"query {qid!r} is already registered"
+        if command.text is None:
+            return f"register {qid!r}: the command has no query text"
+        try:
+            self.w.compiled(qid, command.text)
+        except QueryError as exc:
+            return str(exc)
+        return None
 
-    def _accept(self, command: dict[str, Any], record: Record,
+    def _accept(self, command: Command, record: Record,
                 barriers: dict[int, dict[str, int]], outbox: Outbox) -> None:
         w = self.w
-        qid = command["id"]
-        if command["action"] == "REGISTER":
-            if command.get("own_topic"):
+        qid = command.id
+        if isinstance(command, RegisterCommand):
+            if command.own_topic:
                 w.ensure_results_topic(qid)
             self.accepted[qid] = record.offset
         else:
             self.accepted.pop(qid, None)
-        copy = w.codec.encode(COMMAND, command, topic=w.names.fanout)
+        copy = encode_command(w.codec, command, topic=w.names.fanout)
         for p in range(w.partitions):
-            headers = [(CONTROL_OFFSET_HEADER, str(record.offset).encode()),
-                       (BARRIER_HEADER, json.dumps(barriers[p]).encode())]
-            outbox.send(w.names.fanout, qid.encode(), copy, partition=p, headers=headers)
+            outbox.send(w.names.fanout, qid.encode(), copy, partition=p,
+                        headers=fanout_headers(record.offset, barriers[p]))
 
     def _keep_registered(self, key: bytes | None, outbox: Outbox) -> None:
         """After a record that is not an accepted command under a registered query's
         key, write that query's accepted REGISTER again, so compaction keeps it as the
         key's last record (see the module's docstring)."""
+        if key is None:
+            return
         try:
-            qid = key.decode() if key is not None else None
+            qid = key.decode()
         except UnicodeDecodeError:
             return
-        offset = self.accepted.get(qid) if qid is not None else None
+        offset = self.accepted.get(qid)
         if offset is None:
             return
         value = self.w.control_value_at(offset)
         try:
-            original = None if value is None else self.w.codec.decode(COMMAND, value)
+            original = None if value is None else decode_command(self.w.codec, value)
         except CodecError:
             original = None
-        if original is None or (original["action"], original["id"]) != ("REGISTER", qid):
+        if not isinstance(original, RegisterCommand) or original.id != qid:
             log.warning("control offset %d: the REGISTER of %r is no longer there; its "
                         "text will not show in `juggler query list`", offset, qid[:100])
             return
         outbox.send(self.w.names.control, key, value, partition=0,
-                    headers=[(REWRITTEN_HEADER, str(offset).encode())])
+                    headers=rewritten_headers(offset))
 
-    def _status(self, command: dict[str, Any], record: Record, problem: str | None,
+    def _status(self, command: Command, record: Record, problem: str | None,
                 outbox: Outbox) -> None:
         w = self.w
-        qid, action = command["id"], command["action"]
-        verdict = "REJECTED" if problem else "ACCEPTED"
-        status = {"id": qid[:1024], "action": action, "status": verdict,
-                  "message": (problem or "")[:MAX_MESSAGE], "command_offset": record.offset,
-                  "partition": -1, "partitions": w.partitions}
+        qid, action = command.id, command.action
+        verdict = REJECTED if problem else ACCEPTED
+        status = CommandStatus(qid[:1024], action, verdict, (problem or "")[:MAX_MESSAGE],
+                               record.offset, -1, w.partitions)
         outbox.send(w.names.status, qid.encode()[:1024],
-                    w.codec.encode(COMMAND_STATUS, status, topic=w.names.status))
+                    status.encode(w.codec, topic=w.names.status))
         outbox.then(w.metrics.commands.labels(action, verdict).inc)
         log.log(logging.INFO if problem else logging.DEBUG, "control offset %d: %s %r %s%s",
                 record.offset, action, qid[:100], verdict, f" ({problem})" if problem else "")

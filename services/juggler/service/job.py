@@ -14,27 +14,32 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka.admin import AdminClient
 
 from juggler.bounded_cache import BoundedCache
-from juggler.codec.avro import COMMAND, RESULT, Codec
+from juggler.codec.avro import RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import client_log, stamp, watched
+from juggler.kafka.offsets import log_ends
 from juggler.language import compile_query
 from juggler.language.model import Query
 from juggler.service.arrival import ArrivalOrder, IdleEstimate
 from juggler.service.deadletters import DeadLetters
 from juggler.service.group_settings import GroupSettings
 from juggler.service.loop_clock import LoopClock
+from juggler.service.metrics import WorkerMetrics
+from juggler.service.pages import Scrape, TaskView
+from juggler.service.pages import scrape as scrape_tasks
 from juggler.service.restore import read_originals
+from juggler.service.results_store import ResultsStore
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames
 from juggler.service.topic_setup import ensure_results_topic, ensure_worker_topics, partitions
-
-if TYPE_CHECKING:
-    from juggler.service.metrics import WorkerMetrics
-    from juggler.service.results_store import ResultsStore
+from juggler.wire.commands import Command, decode_command
 
 FAILURE_EXIT = 70
 """Exit status when processing fails, in either runtime: state may be ahead of what was
@@ -75,7 +80,7 @@ class TaskContext(Protocol):
 
     def compiled(self, query_id: str, text: str) -> Query: ...
 
-    def fanout_command(self, value: bytes | None) -> dict[str, Any]: ...
+    def fanout_command(self, value: bytes | None) -> Command: ...
 
     def ensure_results_topic(self, query_id: str) -> None: ...
 
@@ -91,13 +96,14 @@ class Job:
 
     results_store: ResultsStore | None = None
     """The results index, once the runtime started it."""
+    tasks: Mapping[int, TaskView]
+    """The runtime's partition tasks (`task.PartitionTask`), restored or not, by
+    partition: the runtime sets them."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.names = TopicNames(settings.topic_prefix)
-        self.codec = Codec(settings.schemas_dir,
-                           **({"registry_url": settings.registry_url}
-                              if settings.registry_url is not None else {}))
+        self.codec = Codec(settings.schemas_dir, registry_url=settings.registry_url)
         self.catalog = self.codec.catalog()
         self.streams = self.codec.stream_names()
         if settings.create_topics:
@@ -114,7 +120,7 @@ class Job:
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
         self._compiled: BoundedCache[tuple[str, str], Query] = BoundedCache(COMPILED_CACHE)
-        self._fanout: BoundedCache[bytes | None, dict[str, Any]] = BoundedCache(FANOUT_CACHE)
+        self._fanout: BoundedCache[bytes | None, Command] = BoundedCache(FANOUT_CACHE)
 
     @property
     def instance(self) -> str:
@@ -158,14 +164,13 @@ class Job:
             query = self._compiled.put(key, compile_query(query_id, text, self.catalog))
         return query
 
-    def fanout_command(self, value: bytes | None) -> dict[str, Any]:
+    def fanout_command(self, value: bytes | None) -> Command:
         """A fanout record's command, decoded once per process: every partition's copy
         of an accepted command has the same value, so a burst of commands is decoded
-        once, not once per partition. Raises `CodecError`. The dict is shared by the
-        tasks: none may change it."""
+        once, not once per partition. Raises `CodecError`."""
         command = self._fanout.get(value)
         if command is None:
-            command = self._fanout.put(value, self.codec.decode(COMMAND, value))
+            command = self._fanout.put(value, decode_command(self.codec, value))
         return command
 
     def ensure_results_topic(self, query_id: str) -> None:
@@ -177,16 +182,14 @@ class Job:
         if self.results_store is not None:
             self.results_store.follow(self.names.results(query_id))
 
-    def restored_tasks(self) -> list[Any]:
+    def restored_tasks(self) -> Sequence[TaskView]:
         """The tasks whose engines may be read (by the HTTP pages and the metrics)."""
         raise NotImplementedError
 
-    def scrape(self) -> Any:
-        """What the scrape-time metrics read of the tasks (`pages.Scrape`): here taken
-        now, by the runtime's own thread."""
-        from juggler.service.pages import scrape
-
-        return scrape(self)
+    def scrape(self) -> Scrape:
+        """What the scrape-time metrics read of the tasks: here taken now, by the
+        runtime's own thread."""
+        return scrape_tasks(self)
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         """An assigned partition's log end as the consumer last learned it, or None.
@@ -212,8 +215,6 @@ class Job:
         return read_originals(self, {tp: [offset]})[tp].get(offset)
 
     def _admin_client(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
         admin = AdminClient({**self.client_config, "log_level": 3})
         client_log().serve(admin)
         return admin
@@ -239,8 +240,6 @@ class Job:
 
     def stream_log_ends(self) -> dict[int, dict[str, int]]:
         """Per partition, each stream partition's log end now (a barrier)."""
-        from juggler.kafka.offsets import log_ends
-
         ends = log_ends(self.admin, [(self.names.stream(s), p) for s in self.streams
                                      for p in range(self.partitions)])
         return {p: {s: ends[(self.names.stream(s), p)] for s in self.streams}

@@ -30,7 +30,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from juggler.engine.orders import STATIC_ORDERS, TYPES
 from juggler.codec.bounded import DEAD_LETTER_KINDS
 from juggler.service.loop_clock import PHASES, LoopClock
-from juggler.service.pages import Engine, Scrape
+from juggler.service.pages import Engine, JobView, Scrape
+from juggler.wire.commands import ACTIONS, VERDICTS
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.split("; charset")[0]
@@ -44,7 +45,7 @@ TRANSACTION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05
 
 
 class WorkerMetrics:
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: JobView) -> None:
         self.worker = worker
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -107,8 +108,8 @@ class WorkerMetrics:
             self.late_events.labels(stream)
         for reason in DEAD_LETTER_KINDS:
             self.dead_letters.labels(reason)
-        for action in ("REGISTER", "DEREGISTER"):
-            for status in ("ACCEPTED", "REJECTED"):
+        for action in ACTIONS:
+            for status in VERDICTS:
                 self.commands.labels(action, status)
 
     def transaction_done(self, queued: float, took: float) -> None:
@@ -211,7 +212,7 @@ class _EngineCollector:
     time. Counters of tasks that moved to another worker are kept (`retired`), so the
     exported counters never go down."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: JobView) -> None:
         self.worker = worker
         self.retired_comparisons: Tally[str] = Tally()
         self.retired_reorders = 0
@@ -317,7 +318,7 @@ class _ConsumerLagCollector:
     log end (the consumer's cached high watermark) minus the task's next offset
     (`pages.Scrape.lags`)."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: JobView) -> None:
         self.worker = worker
 
     def describe(self) -> Iterable[Any]:
@@ -337,7 +338,7 @@ class _ResultsIndexCollector:
     index that stopped or fell behind serves pages short of the topic, and nothing
     else on the worker shows it."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: JobView) -> None:
         self.worker = worker
 
     def describe(self) -> Iterable[Any]:
@@ -351,7 +352,8 @@ class _ResultsIndexCollector:
             "again with back-off (docs/worker.md, \"Faults\")")
         failures.add_metric([], store.failures if store is not None else 0)
         yield failures
-        health = store.health() if store is not None else {"lag": None, "status": "failed"}
+        health: dict[str, Any] = store.health() if store is not None \
+            else {"lag": None, "status": "failed"}
         if health["lag"] is not None:
             lag = GaugeMetricFamily(
                 "juggler_results_index_lag",

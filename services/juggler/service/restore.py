@@ -24,9 +24,10 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-from juggler.codec.avro import COMMAND_STATUS, CodecError
+from juggler.codec.avro import CodecError
 from juggler.kafka.offsets import group_offsets, log_ends
 from juggler.service.held_state import TaskState, originals
+from juggler.wire.commands import CommandStatus
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,14 @@ def _assigned(worker: Any, fresh: list[Any], control: Any | None) -> None:
             rebuild.append(task)
         current.append(task)
     states = {task.partition: TaskState() for task in rebuild}
-    statuses: list[dict[str, Any]] = []
+    statuses: list[CommandStatus] = []
     wanted = [(names.state, p) for p in states] + ([(names.status, 0)] if control else [])
     for (topic, partition), key, value, headers in read_partitions(worker, wanted):
         if topic == names.state:
             states[partition].apply(key, value, headers)
             continue
         try:
-            statuses.append(worker.codec.decode(COMMAND_STATUS, value))
+            statuses.append(CommandStatus.decode(worker.codec, value))
         except CodecError as exc:
             log.warning("status topic: skipping a record that is not a status: %s", exc.reason)
     streams = {names.stream(s) for s in worker.streams}

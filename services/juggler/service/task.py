@@ -9,25 +9,26 @@ records, LIVE statuses, input offsets) into the round's `Outbox`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from juggler.codec.avro import COMMAND_STATUS, RESULT, CodecError, result_record
+from juggler.codec.avro import RESULT, CodecError, result_record
 from juggler.codec.bounded import ROW_OMITTED_HEADER
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.native import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
-from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, QUERY_HEADER
+from juggler.kafka.names import QUERY_HEADER
 from juggler.language.model import Query
 from juggler.service import held_state
 from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
 from juggler.service.transactions import Outbox
+from juggler.wire.commands import (LIVE, CommandStatus, DeregisterCommand, RegisterCommand,
+                                   barrier_of, control_offset_of)
 
 if TYPE_CHECKING:
     from juggler.service.job import TaskContext
@@ -89,7 +90,7 @@ class PartitionTask:
         self.seq = 0
         self.held_refs = held_state.HeldRefs(worker.max_record_bytes)
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
-        self.live: dict[str, Any] | None = None
+        self.live: CommandStatus | None = None
         """The last command this round applied, for the round's one LIVE status."""
         self.restored = False
         self.committed: dict[tuple[str, int], int] | None = None
@@ -124,12 +125,7 @@ class PartitionTask:
         """p's copy of an accepted command, with the log-end offsets it applies at. A
         record the control task did not write (no barrier) applies at once, and is
         dead-lettered when applied."""
-        try:
-            offsets = json.loads(dict(record.headers or ())[BARRIER_HEADER])
-            if not all(isinstance(offsets[s], int) for s in self.streams):
-                raise TypeError
-        except (KeyError, TypeError, ValueError):
-            offsets = None
+        offsets = barrier_of(record.headers, self.streams)
         self.order.add_barrier(Barrier(offsets or dict.fromkeys(self.streams, 0),
                                        record.offset, (record, offsets is not None)))
 
@@ -189,8 +185,8 @@ class PartitionTask:
         state = self.w.names.state
         if self.live is not None:  # one LIVE per round: every command up to it is live here
             w = self.w
-            outbox.send(w.names.status, self.live["id"].encode(),
-                        w.codec.encode(COMMAND_STATUS, self.live, topic=w.names.status))
+            outbox.send(w.names.status, self.live.id.encode(),
+                        self.live.encode(w.codec, topic=w.names.status))
             self.live = None
         gone, written = self.held_refs.flush()
         for key in gone:
@@ -324,30 +320,30 @@ class PartitionTask:
                         self.partition, record.offset, exc.reason)
             w.dead_letters.send(outbox, counts, record, "bad_command", exc.reason)
             return
-        qid, action = command["id"], command["action"]
+        qid = command.id
         self._routes.pop(qid, None)
         state = w.names.state
         horizon = self._horizon()
-        if action == "REGISTER" and qid not in self.texts:
-            history = bool(command.get("history"))
+        if isinstance(command, RegisterCommand) and command.text is not None \
+                and qid not in self.texts:
             try:
-                query = w.compiled(qid, command["text"])
-                if history:  # its results come now, from what the engine holds now
+                query = w.compiled(qid, command.text)
+                if command.history:  # its results come now, from what the engine holds now
                     self._register_pending()
                     results = self.engine.register(query, history=True)
                 else:
                     self._registering.append(query)
                     self._registering_window = max(self._registering_window, query.window)
                     results = []
-                if command.get("own_topic"):
+                if command.own_topic:
                     self.own_topic.add(qid)
                     w.own_results_topic(qid)
             except (QueryError, RegistrationError) as exc:
                 log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
                 return
-            self.texts[qid] = command["text"]
+            self.texts[qid] = command.text
             outbox.put(state, (held_state.QUERY + qid).encode(),
-                       held_state.query_record(self.query_seq, command["text"],
+                       held_state.query_record(self.query_seq, command.text,
                                                qid in self.own_topic), self.partition)
             if self._horizon() != horizon:
                 outbox.put(state, held_state.HORIZON.encode(),
@@ -356,17 +352,16 @@ class PartitionTask:
             self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
                       len(results))
-        elif action == "DEREGISTER" and qid in self.texts:
+        elif isinstance(command, DeregisterCommand) and qid in self.texts:
             self._register_pending()
             self.engine.deregister(qid)
             del self.texts[qid]
             self.own_topic.discard(qid)
             outbox.put(state, (held_state.QUERY + qid).encode(), None, self.partition)
             log.debug("partition %d: deregistered %r", self.partition, qid)
-        headers = dict(record.headers or ())
-        self.live = {"id": qid, "action": action, "status": "LIVE", "message": "",
-                     "command_offset": int(headers.get(CONTROL_OFFSET_HEADER, b"-1")),
-                     "partition": self.partition, "partitions": w.partitions}
+        self.live = CommandStatus(qid, command.action, LIVE, "",
+                                  control_offset_of(record.headers), self.partition,
+                                  w.partitions)
 
     def _horizon(self) -> int:
         """The engine's horizon once the queries waiting in `_registering` are in it."""
