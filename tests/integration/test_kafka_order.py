@@ -29,6 +29,8 @@ from test_worker_harness import Client, WorkerProcess, diff, identities, unique
 
 pytestmark = pytest.mark.integration
 
+PARTITIONS = 2
+
 QUERIES = {
     "bh": "SELECT * FROM B, H WHERE B.temp > H.vib AND H.beatrate > 40 MAXWINDOW 2 sec",
     "bht": "SELECT B.pressure, T.fluct FROM B, H, T WINDOW B.ts <= T.ts "
@@ -37,22 +39,23 @@ QUERIES = {
 }
 
 
-def events(n: int, keys: int, seed: int, start: int = 1_000) -> list[tuple[str, str, int, dict]]:
-    """`n` events of B, H and T over `keys` keys, in timestamp order, no two of a key
+def events(n: int, keys: int, seed: int, start: int = 1_000, streams: str = "BHT"
+           ) -> list[tuple[str, str, int, dict]]:
+    """`n` events of `streams` over `keys` keys, in timestamp order, no two of a key
     at the same ts: like a live feed recorded and produced as a backlog."""
     rng = random.Random(seed)
     out = []
     ts = start
     for _ in range(n):
         ts += rng.randint(1, 7)
-        stream = rng.choice("BHT")
+        stream = rng.choice(streams)
         key = f"p{rng.randrange(keys)}"
         data = {"B": {"pressure": rng.uniform(50, 150), "temp": rng.uniform(30, 90),
                       "alert": rng.random() < 0.5},
                 "H": {"beatrate": rng.randint(30, 120), "vib": rng.uniform(10, 90),
                       "alert": rng.random() < 0.5},
                 "T": {"fluct": rng.uniform(40, 140), "degree": rng.uniform(35, 42),
-                      "incr": rng.uniform(0, 2)}}[stream]
+                      "incr": rng.uniform(0, 2)}}.get(stream) or {"fluid": rng.uniform(0, 5)}
         out.append((stream, key, ts, data))
     return out
 
@@ -106,7 +109,7 @@ def setup(kafka_bootstrap: str, tmp_path: Any, runtime: str) -> Any:
     workers: list[WorkerProcess] = []
 
     def worker(**settings: Any) -> WorkerProcess:
-        w = WorkerProcess(kafka_bootstrap, app, prefix, tmp_path, partitions=2,
+        w = WorkerProcess(kafka_bootstrap, app, prefix, tmp_path, partitions=PARTITIONS,
                           runtime=runtime, **settings)
         workers.append(w)
         return w
@@ -132,17 +135,26 @@ def test_backlog_in_order_gives_evals_results_and_nothing_late(setup: Any) -> No
     assert client.dead_letters() == []
 
 
+NEVER_MS = 600_000
+"""A wait longer than any of the test's own timeouts: the Faust runtime's reorder
+buffer then waits for a stalled producer or fetch as long as it takes."""
+
+
 @pytest.mark.parametrize("runtime", ["worker", "faust"])
 def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any, runtime: str
                                                                ) -> None:
     """On Faust, a record is on time only within the reorder buffer of its partition's
-    newest one: the buffer here is longer than a producer thread of this test can stall
-    on a loaded machine (its default of one second is not), so what is tested is that
-    the runtime's order loses nothing, not the test machine's scheduling."""
+    newest one, so the buffer here waits for a silent stream longer than the test
+    lasts: what is tested is that the runtime's order loses nothing, not how long the
+    test machine's scheduling stalls a producer thread or a fetch. Every stream the
+    worker reads has a producer (one that never spoke would hold every record back as
+    long), and once the feed is sent each stream partition gets one closing record
+    after it, on a key of its own: the feed is then all taken, in `ts` order, with no
+    wait left to run out, and the closing records (which match nothing) stay behind."""
     client, worker, app = setup
-    worker(**({"reorder_ms": 5_000} if runtime == "faust" else {})).start()
+    worker(**({"reorder_ms": NEVER_MS} if runtime == "faust" else {})).start()
     register_all(client, QUERIES)
-    feed = events(1_200, keys=12, seed=2, start=0)
+    feed = events(1_600, keys=12, seed=2, start=0, streams="BHKT")
     t0 = time.time() * 1000 + 500
     sent: dict[int, Any] = {}
 
@@ -151,21 +163,45 @@ def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any, runt
         for i, (s, key, ts, data) in enumerate(feed):
             if s != stream:
                 continue
-            delay = (t0 + ts) / 1000 - time.time()  # ~150 events/s over ~8 s
+            delay = (t0 + ts) / 1000 - time.time()  # ~200 events/s over ~6 s
             if delay > 0:
                 time.sleep(delay)
             sent[i] = mine.send_events([(s, key, int(t0 + ts), data)])[0]
 
-    threads = [threading.Thread(target=producer, args=(s,)) for s in "BHT"]
+    threads = [threading.Thread(target=producer, args=(s,)) for s in "BHKT"]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    client.wait_consumed(app, all_streams(client), timeout=120)
+    closing = closing_records(client, feed, int(t0 + feed[-1][2]) + 1)
+    first_closing: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in (e.position for e in closing):
+        first_closing[(topic, partition)] = min(offset, first_closing.get((topic, partition), offset))
+    client.wait_committed(app, {tp: offset - 1 for tp, offset in first_closing.items()},
+                          timeout=120)
     assert client.dead_letters() == []
     got = all_results(client, list(QUERIES))
-    want = in_process(client, [sent[i] for i in sorted(sent)], QUERIES)
+    want = in_process(client, [sent[i] for i in sorted(sent)] + closing, QUERIES)
     assert got == want, diff(want, got)
+    assert sum(want.values()) > 0
+    # a command takes the closing records, which wait for records that never come: a
+    # Faust worker being stopped waits for what it holds
+    wait_live(client, client.command("REGISTER", "after", "SELECT * FROM K"))
+
+
+def closing_records(client: Client, feed: list[tuple[str, str, int, dict]], ts: int
+                    ) -> list[Any]:
+    """Records at `ts` until each stream partition has one, each on a key of its own
+    (so it joins nothing and is late for nothing)."""
+    out: list[Any] = []
+    for stream in "BHKT":
+        data = next(d for s, _, _, d in feed if s == stream)
+        covered: set[int] = set()
+        while len(covered) < PARTITIONS:
+            (event,) = client.send_events([(stream, f"closing-{stream}-{len(out)}", ts, data)])
+            covered.add(event.position[1])
+            out.append(event)
+    return out
 
 
 def test_commands_mid_backlog_take_effect_at_their_barriers(setup: Any) -> None:

@@ -61,13 +61,14 @@ class Client:
     """Produces Avro events and commands, reads topics read_committed."""
 
     def __init__(self, bootstrap: str, prefix: str) -> None:
+        from juggler.codec.avro import Codec
         from juggler.kafka.producer import EventProducer
         from juggler.service.topic_names import TopicNames
 
         self.bootstrap = bootstrap
         self.names = TopicNames(prefix)
-        self.producer = EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 2})
-        self.codec = self.producer.codec
+        self.codec = Codec()
+        self.producer = EventProducer(bootstrap, self.codec, prefix=prefix, **{"linger.ms": 2})
         self.watch: Any = None
         """Called while waiting (e.g. `WorkerProcess.revive`)."""
 
@@ -174,13 +175,19 @@ class Client:
                       watch: Any = None) -> None:
         """Until the worker group's committed offsets cover every committed record of
         `topics` (so everything produced so far is processed and its output committed)."""
-        from juggler.kafka.group_progress import GroupProgress
-
         last: dict[tuple[str, int], int] = {}
         for topic in topics:
             for m in self.read(topic):
                 key = (m.topic(), m.partition())
                 last[key] = max(last.get(key, -1), m.offset())
+        self.wait_committed(app_id, last, timeout, watch)
+
+    def wait_committed(self, app_id: str, last: dict[tuple[str, int], int],
+                       timeout: float = 60.0, watch: Any = None) -> None:
+        """Until the worker group's committed offsets cover every record up to `last`
+        (topic, partition -> offset) of each partition."""
+        from juggler.kafka.group_progress import GroupProgress
+
         if not last:
             return
 
