@@ -9,15 +9,31 @@ restart neither loses nor repeats it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from juggler.codec.avro import Codec
 from juggler.codec.bounded import dead_letter
+from juggler.service.topic_names import TopicNames
 from juggler.service.transactions import Outbox
 
 
+class Framing(Protocol):
+    """What a dead letter is written with: the runtime's codec, topic names and record
+    size bound (`job.Job`)."""
+
+    @property
+    def codec(self) -> Codec: ...
+
+    @property
+    def names(self) -> TopicNames: ...
+
+    @property
+    def max_record_bytes(self) -> int: ...
+
+
 class DeadLetters:
-    def __init__(self, worker: Any) -> None:
-        self.w = worker
+    def __init__(self, framing: Framing) -> None:
+        self.w = framing
 
     def send(self, outbox: Outbox, counts: Any, record: Any, kind: str, reason: str) -> None:
         """Dead-letter the input `record` (`task.Record`) in `outbox`'s transaction."""

@@ -28,12 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from confluent_kafka import KafkaException
 
+from juggler.kafka.offsets import log_ends
 from juggler.service.http_auth import Handler, bearer_token
+from juggler.service.metrics import CONTENT_TYPE
+from juggler.service.pages import JobView, WorkerView
+from juggler.service.results_store import ResultsStore
 from juggler.service.results_api import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -43,13 +49,16 @@ from juggler.service.results_api import (
 )
 
 
+Page = Callable[[web.Request], Awaitable[web.Response]]
+
+
 @dataclass
 class Server:
     port: int
     thread: threading.Thread
 
 
-def serve(worker: Any, host: str, port: int, token: str | None = None) -> Server:
+def serve(worker: WorkerView, host: str, port: int, token: str | None = None) -> Server:
     """Start the HTTP server on a daemon thread; returns once it listens."""
     app = web.Application(middlewares=[json_errors, *([bearer_token(token)] if token else [])])
     app.add_routes([web.get("/queries/{query_id}/results", results_handler(worker)),
@@ -92,7 +101,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
                                           if k in ("Allow",)})
 
 
-def results_handler(worker: Any) -> Any:
+def results_handler(worker: JobView) -> Page:
     """`GET /queries/<id>/results`, for either runtime: it reads `names`, `own_topic`,
     `results_store` and `restored_tasks` of `worker`."""
     async def handler(request: web.Request) -> web.Response:
@@ -112,34 +121,42 @@ def results_handler(worker: Any) -> Any:
                 {"error": f"limit must be an integer from 1 to {MAX_LIMIT}"}, status=400)
         names = worker.names
         topic = names.results(query_id) if worker.own_topic(query_id) else names.all_results
-        results, positions = worker.results_store.page(query_id, topic, after, limit)
-        if not results and not _known(worker, query_id, topic):
+        store = _store(worker)
+        results, positions = store.page(query_id, topic, after, limit)
+        if not results and not _known(worker, store, query_id, topic):
             return web.json_response({"error": f"no query {query_id!r} is registered here "
                                                f"and no result of it is kept"}, status=404)
-        body = page_body(results, positions, worker.results_store.behind(topic))
+        body = page_body(results, positions, store.behind(topic))
         return web.Response(body=body, content_type="application/json")
     return handler
 
 
-def _known(worker: Any, query_id: str, topic: str) -> bool:
+def _store(worker: JobView) -> ResultsStore:
+    """The runtime's results index: started before the runtime serves its pages, so a
+    page that finds none answers 503, as while the index is failed."""
+    store = worker.results_store
+    if store is None:
+        raise web.HTTPServiceUnavailable(reason="the results index has not started")
+    return store
+
+
+def _known(worker: JobView, store: ResultsStore, query_id: str, topic: str) -> bool:
     """Whether the query is registered in a task here or has a result indexed on
     `topic`. A membership test of a task's dict is atomic, so it is read as it
     stands, mid-round or not."""
     return any(query_id in t.texts for t in worker.restored_tasks()) \
-        or worker.results_store.known(query_id, topic)
+        or store.known(query_id, topic)
 
 
-def _queries(worker: Any) -> Any:
+def _queries(worker: WorkerView) -> Page:
     async def handler(request: web.Request) -> web.Response:
         return web.json_response({"queries": list(worker.pages.queries)})
     return handler
 
 
-def _progress(worker: Any) -> Any:
+def _progress(worker: WorkerView) -> Page:
     """503 while the cluster does not answer: the log ends are asked of it."""
     async def handler(request: web.Request) -> web.Response:
-        from confluent_kafka import KafkaException
-
         try:
             return web.json_response(await asyncio.to_thread(progress, worker))
         except KafkaException as exc:
@@ -147,12 +164,10 @@ def _progress(worker: Any) -> Any:
     return handler
 
 
-def progress(worker: Any) -> dict[str, Any]:
+def progress(worker: WorkerView) -> dict[str, Any]:
     """The published `worker.progress()` (copied: it is shared) with every log end asked
     now, and `caught_up` per partition and overall: nothing in the log is left to
     process."""
-    from juggler.kafka.offsets import log_ends
-
     published = worker.pages.progress
     report = {**published, "partitions": {
         p: {**part, "inputs": {topic: dict(inp) for topic, inp in part["inputs"].items()}}
@@ -172,13 +187,13 @@ def progress(worker: Any) -> dict[str, Any]:
     return report
 
 
-def _health(worker: Any) -> Any:
+def _health(worker: WorkerView) -> Page:
     """Read as it stands (copying the tasks' keys is one atomic step), never waiting
     for the loop: a round stuck behind a transaction that cannot commit is when
     `/health` must answer why."""
     async def handler(request: web.Request) -> web.Response:
         body = {"app": worker.settings.app_id, "partitions": sorted(list(worker.tasks)),
-                "results_index": worker.results_store.health()}
+                "results_index": _store(worker).health()}
         reason = worker.unavailable()
         if reason is not None:
             return web.json_response({"status": "unavailable", "reason": reason, **body},
@@ -189,7 +204,7 @@ def _health(worker: Any) -> Any:
     return handler
 
 
-def results_health(worker: Any) -> Any:
+def results_health(worker: WorkerView) -> Page:
     """`GET /health/results`: the results index alone, 200 while
     its indexer runs (behind by a moment or not) and 503 while it is failed, until a
     restarted one caught up. Apart from `/health` because the worker's processing is
@@ -197,15 +212,13 @@ def results_health(worker: Any) -> Any:
     probe of a Service that serves the results API may take it out (every worker indexes
     the same topics, so another one answers in full)."""
     async def handler(request: web.Request) -> web.Response:
-        index = worker.results_store.health()
+        index = _store(worker).health()
         return web.json_response(index, status=503 if index["status"] == "failed" else 200)
     return handler
 
 
-def _metrics(worker: Any) -> Any:
+def _metrics(worker: WorkerView) -> Page:
     async def handler(request: web.Request) -> web.Response:
-        from juggler.service.metrics import CONTENT_TYPE
-
         body = await asyncio.to_thread(worker.metrics.expose)
         return web.Response(body=body, content_type=CONTENT_TYPE)
     return handler

@@ -13,13 +13,14 @@ import hmac
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 OPEN_PATHS = frozenset({"/health", "/health/results", "/metrics"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def bearer_token(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def bearer_token(token: str) -> Middleware:
     """An aiohttp middleware refusing requests without the token (compared in
     constant time, so its bytes cannot be guessed one by one from response times)."""
     expected = f"Bearer {token}".encode()

@@ -6,14 +6,26 @@ Why not read the live tasks: only the loop's thread may touch them mid-round, so
 page would wait for the loop, and on a busy worker for the interpreter it holds; a
 page may be a round stale instead (a round is a batch per task). The snapshot holds only what the pages show, so taking it costs
 the loop little (docs/benchmarks.md, "Probes").
+
+What the pages, the metrics and the HTTP port read of a runtime is typed here too, as
+read-only views (`TaskView`, `JobView` for either runtime, `WorkerView` for the
+worker's own port): the worker and the Faust runtime each pass themselves, and a page
+or a collector depends on those few reads, not on the runtime that serves it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
+
+from juggler.engine.native_engine import NativeEngine, TypeCounters
+from juggler.service.arrival import ArrivalOrder
+from juggler.service.loop_clock import LoopClock
+from juggler.service.results_store import ResultsStore
+from juggler.service.settings import Settings
+from juggler.service.topic_names import TopicNames
 
 
 @dataclass(frozen=True)
@@ -23,8 +35,8 @@ class Engine:
     task: object = field(repr=False, compare=False)
     """The task itself, for its identity only: the metrics keep a task's counters once
     it is gone (`metrics._EngineCollector`). Its live state is not read from it."""
-    manager: Any
-    """Its predicate type manager's counters (`native_engine.TypeCounters`)."""
+    manager: TypeCounters
+    """Its predicate type manager's counters."""
     held: Mapping[str, int]
     queries: int
 
@@ -45,7 +57,7 @@ class Scrape:
 @dataclass(frozen=True)
 class Pages:
     progress: Mapping[str, Any]
-    """`JugglerWorker.progress()`: the log ends as last asked (`/progress` asks them
+    """`WorkerView.progress()`: the log ends as last asked (`/progress` asks them
     again). Shared by every reader: not to be changed."""
     queries: tuple[Mapping[str, str], ...]
     scrape: Scrape
@@ -56,13 +68,97 @@ EMPTY = Pages(progress=MappingProxyType({"partitions": {}, "restoring": [], "con
 """Before the loop's first round."""
 
 
-def take(worker: Any) -> Pages:
+class TaskView(Protocol):
+    """What the readers use of a partition task (`task.PartitionTask`)."""
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def texts(self) -> Mapping[str, str]:
+        """The registered queries: id -> text."""
+
+    @property
+    def own_topic(self) -> Set[str]:
+        """The queries registered with their own results topic."""
+
+    @property
+    def order(self) -> ArrivalOrder: ...
+
+    @property
+    def engine(self) -> NativeEngine: ...
+
+
+class JobView(Protocol):
+    """What the metrics (`metrics.WorkerMetrics`), the scrape (`pages.scrape`) and a
+    results page (`http_api.results_handler`) read of either runtime."""
+
+    @property
+    def names(self) -> TopicNames: ...
+
+    @property
+    def catalog(self) -> Mapping[str, Any]:
+        """The codec's streams (their names label the per-stream counters)."""
+
+    @property
+    def clock(self) -> LoopClock: ...
+
+    @property
+    def tasks(self) -> Mapping[int, TaskView]:
+        """Every task, restored or not, by partition."""
+
+    @property
+    def results_store(self) -> ResultsStore | None:
+        """The results index, once the runtime started it."""
+
+    def restored_tasks(self) -> Sequence[TaskView]: ...
+
+    def high_watermark(self, topic: str, partition: int) -> int | None: ...
+
+    def own_topic(self, query_id: str) -> bool: ...
+
+    def scrape(self) -> Scrape: ...
+
+
+class Exposition(Protocol):
+    def expose(self) -> bytes:
+        """The Prometheus text of a scrape (`metrics.WorkerMetrics.expose`)."""
+
+
+class WorkerView(JobView, Protocol):
+    """What the worker's HTTP port (`http_api.serve`) and its published pages
+    (`pages.take`) read of it besides."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def admin(self) -> Any:
+        """The admin client `/progress` asks the log ends with."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def pages(self) -> Pages: ...
+
+    @property
+    def metrics(self) -> Exposition: ...
+
+    def unavailable(self) -> str | None: ...
+
+    def progress(self) -> dict[str, Any]: ...
+
+    def registered_queries(self) -> list[dict[str, str]]: ...
+
+
+def take(worker: WorkerView) -> Pages:
     """The pages' view of the worker's tasks now; called on the loop's thread."""
     return Pages(progress=worker.progress(), queries=tuple(worker.registered_queries()),
                  scrape=scrape(worker))
 
 
-def scrape(job: Any) -> Scrape:
+def scrape(job: JobView) -> Scrape:
     """The metrics' view of `job`'s tasks now, for either runtime."""
     restored = job.restored_tasks()
     lags = []
