@@ -130,3 +130,23 @@ def test_a_compacted_key_sent_again_in_one_transaction_is_written_once(txns: Tra
     producer.gate.set()
     txns.wait()
     assert producer.done[-1][0] == ["bounds-2", "bounds-1", None]
+
+
+def test_a_transaction_stuck_in_the_client_fails_the_wait_and_the_worker_recovers(
+        txns: Transactions, monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka's `send_offsets_to_transaction` can block past its timeout once the
+    group coordinator went away: the worker waiting for that transaction (a rebalance
+    does) must fail as a recoverable commit failure, not stand still for good."""
+    from juggler.service.recovery import diagnose
+
+    monkeypatch.setattr(tx, "STALLED_AFTER", 0.2)
+    producer: FakeProducer = txns.producer  # type: ignore[assignment]
+    producer.gate.clear()  # the commit never returns while the test runs
+    txns.submit(outbox("a", offset=1, log=[]), None)
+    with pytest.raises(CommitFailed) as stalled:
+        txns.wait()
+    assert "neither committed nor aborted" in str(stalled.value)
+    assert diagnose(stalled.value) == "transaction stalled"  # recoverable: no exit 70
+    with pytest.raises(CommitFailed):
+        txns.submit(outbox("b", offset=2, log=[]), None)
+    producer.gate.set()  # let the stuck call end

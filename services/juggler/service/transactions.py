@@ -32,14 +32,27 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
+
+from confluent_kafka import KafkaError
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_TIMEOUT_MS = 10_000
 """How long an abandoned transaction blocks read_committed readers of the outputs and
 the group's committed offsets (a SIGKILLed worker started under a new id)."""
+
+
+STALLED_AFTER = 3 * TRANSACTION_TIMEOUT_MS / 1000
+"""Seconds after which a transaction still in flight fails the worker's waits for it
+(`wait`, `submit`) as a timed-out commit. It can no longer commit by then (the
+coordinator aborts a transaction older than its timeout), yet librdkafka's
+`send_offsets_to_transaction` can block past its own timeout when the group
+coordinator went away with a broker (confluentinc/librdkafka#5456): a worker waiting
+for it without a bound, as a rebalance during an outage does, stood still for good
+with `/health` at 200. The stuck call is left to its thread; the next producer
+fences it."""
 
 
 RETRY_BACKOFF_MS = 5
@@ -147,6 +160,8 @@ class Transactions:
         self._committed: list[Callable[[], None]] = []
         """Callbacks of committed transactions, to run in the caller's thread."""
         self._failed: BaseException | None = None
+        self._began: float | None = None
+        """When the transaction in flight began (`time.monotonic()`), None between."""
         self._start: tuple[Outbox, Any] | None = None
         """An outbox submitted while none was in flight, for the commit thread to begin."""
         self._closed = False
@@ -164,6 +179,8 @@ class Transactions:
         self.wait_for_room()
         outbox.submitted = perf_counter()
         with self._cond:
+            if self._failed is None:
+                self._stalled()
             if self._failed is not None:
                 raise _again(self._failed)
             if self._busy:
@@ -185,15 +202,35 @@ class Transactions:
         with self._cond:
             while self._busy and self._queued is not None \
                     and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:
-                self._cond.wait()
+                self._wait_in_flight()
 
     def wait(self) -> None:
         """Until everything submitted is committed; the `then` callbacks run here, in
-        the caller's thread. Raises `CommitFailed`."""
+        the caller's thread. Raises `CommitFailed`, also for a transaction in flight
+        for longer than `STALLED_AFTER`."""
         with self._cond:
             while self._busy and self._failed is None:
-                self._cond.wait()
+                self._wait_in_flight()
         self._callbacks()
+
+    def _wait_in_flight(self) -> None:
+        """Wait (holding `_cond`) for the commit thread to move on, unless the
+        transaction in flight has stalled."""
+        if not self._stalled():
+            self._cond.wait(1.0)
+
+    def _stalled(self) -> bool:
+        """Whether the transaction in flight began more than `STALLED_AFTER` seconds
+        ago (holding `_cond`); if so, it and everything submitted after it fail."""
+        began = self._began
+        if began is None or monotonic() - began <= STALLED_AFTER:
+            return False
+        self._failed = CommitFailed(
+            f"transaction failed: neither committed nor aborted {STALLED_AFTER:.0f} s "
+            f"after it began", KafkaError(KafkaError._TIMED_OUT, "transaction stalled"),
+            monotonic() - began)
+        self._cond.notify_all()
+        return True
 
     def _callbacks(self) -> None:
         with self._cond:
@@ -221,17 +258,24 @@ class Transactions:
         """One busy stretch of the commit thread: the outbox, then whatever was queued
         meanwhile, until nothing is left (or a transaction fails: the worker stops)."""
         while True:
+            with self._cond:
+                self._began = monotonic()
             try:
                 self._commit(outbox, group_metadata)
             except BaseException as exc:  # noqa: BLE001 - handed to the worker's thread
                 with self._cond:
-                    self._failed, self._busy, self._queued = exc, False, None
+                    if self._failed is None:
+                        self._failed = exc
+                    self._busy, self._queued, self._began = False, None, None
                     self._cond.notify_all()
                 return
             with self._cond:
+                if self._failed is not None:  # stalled meanwhile: the worker gave it up
+                    self._busy, self._queued, self._began = False, None, None
+                    return
                 self._committed.extend(outbox.after_commit)
                 if self._queued is None:
-                    self._busy = False
+                    self._busy, self._began = False, None
                     self._cond.notify_all()
                     return
                 (outbox, group_metadata), self._queued = self._queued, None
