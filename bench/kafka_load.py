@@ -403,7 +403,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    producer = sender or EventProducer(bootstrap, prefix=prefix, **{"linger.ms": 0})
+    producer = sender or EventProducer(bootstrap, codec, prefix=prefix, **{"linger.ms": 0})
     t0 = time.perf_counter()
     count = 0
     for i, event in paced(events, rate, seconds):
@@ -600,9 +600,10 @@ def _produce(bootstrap: str, prefix: str, events: list[Any], where: list[Any] | 
     Producing while the worker ran timed the producer too (0.6 s of 3.4 s for 20,000
     events), and the worker, fetching a backlog still being written, could take nothing
     before every partition's log end stopped moving (semantics 4a)."""
+    from juggler.codec.avro import Codec
     from juggler.kafka.producer import EventProducer
 
-    producer = EventProducer(bootstrap, prefix=prefix,
+    producer = EventProducer(bootstrap, Codec(), prefix=prefix,
                              **{"transactional.id": f"bench-{prefix}-{time.time()}"})
     producer.producer.init_transactions(30)
     producer.producer.begin_transaction()
@@ -621,11 +622,13 @@ def produce_per_stream(bootstrap: str, prefix: str, events: list[Any]) -> list[A
     readable at once, a moment after the one before: a topic's whole backlog is there
     while the next topic's is not yet, as when devices upload their logs one after
     another. Each event's (topic, partition, offset), by index."""
+    from juggler.codec.avro import Codec
     from juggler.kafka.producer import EventProducer
 
+    codec = Codec()
     where: list[Any] = [None] * len(events)
     for stream in sorted({e.stream for e in events}):
-        producer = EventProducer(bootstrap, prefix=prefix, **{
+        producer = EventProducer(bootstrap, codec, prefix=prefix, **{
             "transactional.id": f"bench-{prefix}{stream}-{time.time()}"})
         producer.producer.init_transactions(30)
         producer.producer.begin_transaction()

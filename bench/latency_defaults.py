@@ -103,16 +103,18 @@ class LiveProducers:
 
     def __init__(self, bootstrap: str, prefix: str,
                  profiles: dict[str, tuple[int, int]] | None, sent: Sent) -> None:
+        from juggler.codec.avro import Codec
         from juggler.kafka.producer import EventProducer
 
+        codec = Codec()
         self.prefix = prefix
         self.sent = sent
         if profiles is None:
-            one = EventProducer(bootstrap, prefix=prefix)  # librdkafka's linger: 5 ms
+            one = EventProducer(bootstrap, codec, prefix=prefix)  # librdkafka's linger: 5 ms
             self.by_stream = dict.fromkeys("BHKT", one)
             self.offsets = dict.fromkeys("BHKT", 0)
         else:
-            self.by_stream = {s: EventProducer(bootstrap, prefix=prefix,
+            self.by_stream = {s: EventProducer(bootstrap, codec, prefix=prefix,
                                                **{"linger.ms": linger})
                               for s, (linger, _) in profiles.items()}
             self.offsets = {s: offset for s, (_, offset) in profiles.items()}

@@ -160,13 +160,14 @@ def cpu_seconds(pid: int) -> float:
 
 def prepare(bootstrap: str, prefix: str, worker: WorkerProcess) -> None:
     """The queries registered, the events produced, and every result served."""
+    from juggler.codec.avro import Codec
     from juggler.control.client import submit_many
     from juggler.kafka.producer import EventProducer
     from juggler.wire.commands import RegisterCommand
 
     submit_many(bootstrap, [RegisterCommand(q, f"SELECT * FROM B WHERE B.temp > {t}")
                             for q, t in THRESHOLDS.items()], prefix=prefix, timeout=120)
-    producer = EventProducer(bootstrap, prefix=prefix)
+    producer = EventProducer(bootstrap, Codec(), prefix=prefix)
     temps = [(i * 37) % 100 for i in range(EVENTS)]
     for i, temp in enumerate(temps):
         producer.send("B", f"patient-{i % 9}", 2_000_000 + 10 * i,

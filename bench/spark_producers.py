@@ -43,7 +43,7 @@ def timed(job: Callable[[], None]) -> float:
 
 
 def raw_producer(bootstrap: str, prefix: str, events: list[tuple[str, bytes, bytes]]) -> None:
-    producer = EventProducer(bootstrap, prefix=prefix)
+    producer = EventProducer(bootstrap, Codec(), prefix=prefix)
     for stream, key, value in events:
         producer.send_raw(producer.topic(stream), key, value)
     producer.flush(120)

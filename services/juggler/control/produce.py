@@ -48,10 +48,10 @@ def produce(bootstrap: str, lines: Iterable[tuple[int, EventRecord | Command]], 
             prefix: str = "", timeout: float = 60.0,
             progress: Callable[[Produced], None] | None = None) -> Produced:
     """Produce `lines` in order; raise `InputError` (with the line) or `ControlError`."""
-    from juggler.codec.avro import CodecError
+    from juggler.codec.avro import Codec, CodecError
     from juggler.kafka.producer import EventProducer
 
-    producer = EventProducer(bootstrap, prefix=prefix)
+    producer = EventProducer(bootstrap, Codec(), prefix=prefix)
     done = Produced()
     for number, item in lines:
         if isinstance(item, EventRecord):

@@ -160,7 +160,7 @@ def _produce(bootstrap: str, options: DemoOptions, tally: Tally, reader: Results
     from juggler.demo.vitals import VitalsSimulator
     from juggler.kafka.producer import EventProducer
 
-    producer = EventProducer(bootstrap)
+    producer = EventProducer(bootstrap, Codec())
     start = _now_ms()
     end = start + int(options.seconds * 1000)
     events = VitalsSimulator(options.patients, options.seed).events(start, options.rate)

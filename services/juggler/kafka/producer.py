@@ -9,10 +9,9 @@ default partitioner (CRC32) would silently split a key's streams across engines.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from juggler.codec.avro import Codec
 from juggler.kafka.client_config import client_config
 from juggler.kafka.names import stream_topic
 
@@ -20,13 +19,21 @@ Position = tuple[str, int, int]
 """(topic, partition, offset) of a produced record."""
 
 
+class EventEncoder(Protocol):
+    """What the producer uses of the codec (`juggler.codec.avro.Codec`): a stream's
+    event in the worker's framing. A parameter, not an import, because the codec is
+    built on this package (the topic names), not the other way round."""
+
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes: ...
+
+
 class EventProducer:
-    def __init__(self, bootstrap: str, codec: Codec | None = None, prefix: str = "",
+    def __init__(self, bootstrap: str, codec: EventEncoder, prefix: str = "",
                  **config: Any) -> None:
         """`config`: extra librdkafka settings (e.g. `linger.ms`)."""
         from confluent_kafka import Producer
 
-        self.codec = codec or Codec()
+        self.codec = codec
         self.prefix = prefix
         self.errors: list[str] = []
         self.last_offsets: dict[tuple[str, int], int] = {}
