@@ -56,7 +56,7 @@ def test_restore_cursor_takes_wanted_records_and_names_the_gone() -> None:
     """The sequential read of a stream partition keeps the wanted offsets, ignores the
     others (and records fetched again after a seek), and reports a wanted offset it
     passes without meeting as gone."""
-    from juggler.service.restore import _Cursor
+    from juggler.service.readback import _Cursor
 
     cursor, got = _Cursor([3, 5, 9, 40]), {}
     for offset in (3, 4, 5, 6, 4, 7, 10):  # 4 again: a fetch from before a seek

@@ -38,7 +38,7 @@ from juggler.service import held_state
 from juggler.service.control_plane import ControlTask
 from juggler.service.job import Job
 from juggler.service.metrics import WorkerMetrics
-from juggler.service.restore import read_originals
+from juggler.service.readback import read_originals
 from juggler.service.settings import Settings
 from juggler.service.task import PartitionTask, Record, RoundCounts
 from juggler.service.transactions import Outbox

@@ -26,7 +26,7 @@ values: the stream topic already holds every held event. It is Kafka Streams'
 source-topic changelog optimisation (a table restored from its input topic), and it
 costs the same requirement: the stream topics must keep a record as long as it can be
 held. The restore reads the originals back from the stream topics
-(`restore.read_originals`).
+(`readback.read_originals`).
 
 Earlier versions wrote `e/<topic>/<offset>` per held event (headers: the entity key and
 the arrival sequence; the value an ignored copy or empty, a tombstone on release). They
@@ -271,7 +271,8 @@ class TaskState:
     events: dict[bytes, StoredEvent] = field(default_factory=dict)
     """An earlier version's `e/` records, each one held event."""
 
-    def apply(self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]]) -> None:
+    def apply(self, key: bytes | None, value: bytes | None,
+              headers: Iterable[tuple[str, Any]] | None) -> None:
         """Fold one record of the state topic in (records come in log order; the last
         one per key wins, and a tombstone removes). A record the worker did not write
         is skipped with a warning: the state topic must never stop a restore."""
@@ -281,7 +282,8 @@ class TaskState:
             log.warning("state topic: skipping a record the worker did not write (key "
                         "%r): %s", (key or b"")[:60], exc)
 
-    def _apply(self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]]) -> None:
+    def _apply(self, key: bytes | None, value: bytes | None,
+               headers: Iterable[tuple[str, Any]] | None) -> None:
         if key is None:
             return
         text = key.decode("utf-8", "surrogateescape")

@@ -34,7 +34,7 @@ from juggler.service.loop_clock import LoopClock
 from juggler.service.metrics import WorkerMetrics
 from juggler.service.pages import Scrape, TaskView
 from juggler.service.pages import scrape as scrape_tasks
-from juggler.service.restore import read_originals
+from juggler.service.readback import read_originals
 from juggler.service.results_store import ResultsStore
 from juggler.service.settings import Settings
 from juggler.service.topic_names import TopicNames

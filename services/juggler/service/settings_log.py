@@ -26,7 +26,7 @@ from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
 from juggler.kafka.offsets import answered
 from juggler.service.group_settings import CLAIM, RESET, Claim, GroupSettings, current, record
-from juggler.service.restore import read_partitions
+from juggler.service.readback import read_partitions
 from juggler.service.topic_names import TopicNames
 
 log = logging.getLogger(__name__)
