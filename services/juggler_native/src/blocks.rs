@@ -16,7 +16,7 @@
 
 use std::cmp::Ordering;
 
-use crate::lists::{Words, bits, or_in};
+use crate::masks::{Words, bits, or_in};
 
 /// A block's weight aims at `nw / ROW_SHARE` (at least 1): rows cost `2 * ROW_SHARE`
 /// words per set bit, a probe at most that fraction of a row in bits. With masks of up

@@ -22,6 +22,7 @@ pub mod avro;
 pub mod blocks;
 pub mod decode;
 pub mod lists;
+pub mod masks;
 pub mod operator;
 pub mod ordering;
 pub mod result_body;

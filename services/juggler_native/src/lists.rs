@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use rustc_hash::FxHashMap;
 
 use crate::blocks::{At, Blocked, Few, QSet, first};
+use crate::masks::{Words, bits};
 use crate::value::{NumKey, V, num_key};
 
 /// The exact fallback: whether predicate `pred` holds on these values.
@@ -27,21 +28,6 @@ pub trait Exact {
 /// Relative error allowed for `x - f*y` computed in doubles (`exact._BAND`), doubled
 /// to cover the rounding of the constant it is compared with.
 const BAND: f64 = 1.0 / (1u64 << 47) as f64;
-
-/// The words of the masks an operation needs: those where the queries still in
-/// play have bits (a group of a few queries among thousands spans a word or two).
-pub type Words = std::ops::Range<usize>;
-
-/// `or_into` over the words `r` only.
-pub fn or_in(out: &mut [u64], r: &Words, src: &[u64]) {
-    or_into(&mut out[r.clone()], &src[r.clone()]);
-}
-
-pub fn or_into(out: &mut [u64], src: &[u64]) {
-    for (o, s) in out.iter_mut().zip(src) {
-        *o |= s;
-    }
-}
 
 /// The factor of a pair list `l op f*r + o`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,33 +84,6 @@ fn count_lt<T: PartialOrd>(v: &[T], x: &T) -> usize {
 
 /// Up to this many queries, the loosest entry among theirs is sought entry by entry.
 const FEW_QUERIES: u32 = 4;
-
-/// The bits set in `mask`, lowest first.
-pub fn bits(mask: &[u64]) -> Bits<'_> {
-    Bits { mask, w: 0, word: mask.first().copied().unwrap_or(0) }
-}
-
-/// `bits`' iterator: a word and what is left of it, where a flat map of successors
-/// over the words cost a partner's list phases a few percent at J n=1,000.
-pub struct Bits<'a> {
-    mask: &'a [u64],
-    w: usize,
-    word: u64,
-}
-
-impl Iterator for Bits<'_> {
-    type Item = usize;
-
-    fn next(&mut self) -> Option<usize> {
-        while self.word == 0 {
-            self.w += 1;
-            self.word = *self.mask.get(self.w)?;
-        }
-        let bit = self.w * 64 + self.word.trailing_zeros() as usize;
-        self.word &= self.word - 1;
-        Some(bit)
-    }
-}
 
 /// A threshold as a range list orders its entries: (tf, ti, predicate).
 pub type Threshold = (f64, i128, u32);

@@ -20,7 +20,8 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 
 use crate::blocks::{Blocked, QSet};
-use crate::lists::{AtCache, EqConst, EqList, Exact, Factor, RangeList, Words, bits, or_into};
+use crate::lists::{AtCache, EqConst, EqList, Exact, Factor, RangeList};
+use crate::masks::{Words, bits, or_into};
 use crate::ordering::{ALL, Expansion, Order, PRUNED, Phase, TypeManager, join_first};
 use crate::store::{AHEAD, Bound, Pos, Sieve, Store};
 use crate::value::V;
