@@ -57,9 +57,9 @@ def outbox(*values: str, offset: int, log: list[str]) -> Outbox:
 
 @pytest.fixture
 def txns(monkeypatch: pytest.MonkeyPatch) -> Transactions:
-    import confluent_kafka
+    from juggler.service import transactions
 
-    monkeypatch.setattr(confluent_kafka, "Producer", FakeProducer)
+    monkeypatch.setattr(transactions, "Producer", FakeProducer)
     return Transactions({}, "t", 1000)
 
 

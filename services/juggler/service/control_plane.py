@@ -24,18 +24,16 @@ and readers of the topic take it for the original.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from juggler.codec.avro import CodecError
+from juggler.language import QueryError
+from juggler.service.job import TaskContext
 from juggler.service.task import Record, RoundCounts
 from juggler.service.transactions import Outbox
 from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
                                    DeregisterCommand, RegisterCommand, decode_command,
                                    encode_command, fanout_headers, is_rewritten,
                                    rewritten_headers)
-
-if TYPE_CHECKING:
-    from juggler.service.job import TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +114,6 @@ class ControlTask:
             return None
 
     def _problem(self, command: Command) -> str | None:
-        from juggler.language import QueryError
-
         qid = command.id
         if isinstance(command, DeregisterCommand):
             return None if qid in self.accepted else f"query {qid!r} is not registered"

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+
 from juggler.service.transactions import TRANSACTION_TIMEOUT_MS, CommitFailed
 
 BACKOFF_FIRST = 0.5
@@ -39,8 +41,6 @@ class Unrecoverable(RuntimeError):
 
 
 def _codes(*names: str) -> frozenset[int]:
-    from confluent_kafka import KafkaError
-
     return frozenset(getattr(KafkaError, name) for name in names if hasattr(KafkaError, name))
 
 
@@ -75,8 +75,6 @@ def diagnose(exc: BaseException) -> str:
 
 def _kafka_error(exc: BaseException) -> tuple[Any, float | None]:
     """(the `KafkaError` behind `exc`, or None; the age of the transaction it failed)."""
-    from confluent_kafka import KafkaError, KafkaException
-
     if isinstance(exc, CommitFailed):
         if exc.error is not None:
             return exc.error, exc.age

@@ -63,11 +63,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from juggler.codec.avro import RESULT, CodecError
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from juggler.codec.avro import RESULT, Codec, CodecError
 from juggler.engine.native import result_json
 from juggler.kafka.client_log import client_log, unwatched, watched
 from juggler.kafka.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends
+from juggler.logs import log_to_stderr
 from juggler.service.recovery import Backoff
 
 log = logging.getLogger(__name__)
@@ -137,11 +141,8 @@ class CodecOptions:
     schemas_dir: Path | None = None
     registry_url: str | None = None
 
-    def codec(self) -> Any:
-        from juggler.codec.avro import Codec
-
-        extra = {"registry_url": self.registry_url} if self.registry_url is not None else {}
-        return Codec(self.schemas_dir, **extra)
+    def codec(self) -> Codec:
+        return Codec(self.schemas_dir, registry_url=self.registry_url)
 
 
 class ResultsStore:
@@ -257,8 +258,6 @@ class ResultsStore:
                 self.process.start()
             self._restart_at, self._target = None, None
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient
-
             self._admin = AdminClient({**self._client_config, "log_level": 3})
             client_log().serve(self._admin)
         measured = self._measure(self._admin)
@@ -289,8 +288,6 @@ class ResultsStore:
         """`lag` from the `ends` table against the topics' committed log ends, and both
         of them; `lag` is left as it was, and None returned, while the cluster does not
         answer."""
-        from confluent_kafka import KafkaException
-
         indexed = {(t, p): o for t, p, o in self._connection().execute(
             "SELECT topic, partition, offset FROM ends")}
         tps = set(indexed)
@@ -415,8 +412,6 @@ def _trim_to_log_starts(conn: sqlite3.Connection, admin: Any, tps: list[TP],
     """One pass of `trim` for the partitions whose log start moved since the last
     (`trimmed`, updated); a broker that does not answer within 10 s leaves it to the
     next pass rather than hold the indexing up."""
-    from confluent_kafka import KafkaException
-
     try:
         starts = log_ends(admin, tps, 10.0, start=True)
     except KafkaException as exc:
@@ -437,11 +432,6 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     every `trim_interval` drop what retention deleted, until `stop` is set or the worker
     is gone. A failure is put on `errors` and ends the process with status 1, for the
     worker's watch to restart it."""
-    from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    from juggler.logs import log_to_stderr
-
     log_to_stderr(loglevel)
     os.nice(INDEX_NICENESS)
     conn = _connect(path)
@@ -515,8 +505,6 @@ def _assign_new(consumer: Any, topics: set[str], read: set[str],
     moment ago, or asked while the cluster does not answer, is tried again at the next
     round), each partition from its offset in `resume` (what a failed indexer before
     this one indexed) or its beginning."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-
     new = []
     for topic in sorted(topics):
         try:

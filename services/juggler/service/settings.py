@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from juggler.engine.orders import check_order
+
 DEFAULT_MAX_IDLE_MS = 500
 """The longest a task waits for an idle stream partition before going on without it,
 and the wait for a partition whose delay is not estimated (`idle_estimate` off, a
@@ -126,8 +128,6 @@ class Settings:
             raise ValueError("partitions must be >= 1")
         if self.results_trim_interval is not None and self.results_trim_interval <= 0:
             raise ValueError("results_trim_interval must be > 0")
-        from juggler.engine.orders import check_order
-
         return replace(self, order=check_order(self.order))
 
 

@@ -21,6 +21,9 @@ import socket
 import time
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
 from juggler.control.client import ControlError, produce
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
@@ -80,8 +83,6 @@ def refusal(app_id: str, mine: GroupSettings, claim: Claim) -> str:
 def reset(bootstrap: str, prefix: str, app_id: str, timeout: float) -> None:
     """Let the next member to start set the group's settings: refused while the group
     has members (they run with the settings being replaced). Raises `ControlError`."""
-    from confluent_kafka.admin import AdminClient
-
     admin = AdminClient(client_config(bootstrap, log_level=0))
     members = _members(admin, app_id, timeout)
     if members:
@@ -97,8 +98,6 @@ def reset(bootstrap: str, prefix: str, app_id: str, timeout: float) -> None:
 def _members(admin: Any, app_id: str, timeout: float) -> list[Any]:
     """The group's live members (none for a group that does not exist), asked again
     while the broker's group coordinator is still loading (a broker just started)."""
-    from confluent_kafka import KafkaError, KafkaException
-
     busy = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
             KafkaError.NOT_COORDINATOR)
     deadline = time.monotonic() + timeout

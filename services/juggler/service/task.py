@@ -14,7 +14,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from juggler.codec.avro import RESULT, CodecError, result_record
 from juggler.codec.bounded import ROW_OMITTED_HEADER
@@ -23,15 +22,14 @@ from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
 from juggler.engine.native import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
+from juggler.language import QueryError
 from juggler.language.model import Query
 from juggler.service import held_state
 from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
+from juggler.service.job import TaskContext
 from juggler.service.transactions import Outbox
 from juggler.wire.commands import (LIVE, CommandStatus, DeregisterCommand, RegisterCommand,
                                    barrier_of, control_offset_of)
-
-if TYPE_CHECKING:
-    from juggler.service.job import TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -306,8 +304,6 @@ class PartitionTask:
 
     def _command(self, step: Apply, outbox: Outbox, counts: RoundCounts) -> None:
         """Apply p's copy of an accepted command at its barrier, and say it is live."""
-        from juggler.language import QueryError
-
         record, has_barrier = step.barrier.item
         w = self.w
         try:
@@ -426,8 +422,6 @@ class PartitionTask:
         return missing
 
     def _restore_queries(self, state: held_state.TaskState) -> None:
-        from juggler.language import QueryError
-
         compiled = []
         for qid, (_, text, own) in sorted(state.queries.items(), key=lambda kv: kv[1][0]):
             try:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from time import monotonic, perf_counter
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,6 @@ class Transactions:
         """`timed(queued, took)` is called in the commit thread after each commit: how
         long its outbox waited for the transaction in flight, and how long its own took
         (the worker's `juggler_commit_queue_seconds` and `juggler_transaction_seconds`)."""
-        from confluent_kafka import Producer
-
         self.producer = Producer({
             **client_config,
             "transactional.id": instance_id,
@@ -283,8 +281,6 @@ class Transactions:
 
     def _commit(self, outbox: Outbox, group_metadata: Any) -> None:
         """Produce `outbox`'s messages and commit its offsets in one transaction."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         producer = self.producer
         begun = perf_counter()
         try:
