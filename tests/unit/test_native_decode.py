@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from juggler.codec import framing
 from juggler.codec.avro import MAX_KEY_BYTES, Codec, CodecError, default_schemas_dir
 from juggler.engine.events import EngineConfig, Event, LateEvent
-from juggler.engine.native import DecodedEvent
+from juggler.engine.rust_core import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.language import compile_query
 from juggler.service.task import PartitionTask, Record, RoundCounts

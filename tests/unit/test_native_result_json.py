@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from juggler.codec import framing
 from juggler.codec.avro import RESULT, Codec
-from juggler.engine.native import result_json
+from juggler.engine.rust_core import result_json
 from juggler.kafka.names import QUERY_HEADER
 from juggler.service.results_store import Row, index_row
 

@@ -56,7 +56,7 @@ from juggler.kafka import names
 from juggler.language.model import TIMESTAMP, Catalog, ColumnType
 
 if TYPE_CHECKING:
-    from juggler.engine.native import DecodedEvent, EventDecoder
+    from juggler.engine.rust_core import DecodedEvent, EventDecoder
 
 __all__ = [
     "Codec", "CodecError", "DecodeError", "SchemaViolation", "UnknownSchema",
@@ -581,7 +581,7 @@ class Codec:
         it reads the plain single-object records of every stream whose fields are
         plain primitives into events the operator takes without a dict, and gives
         None for any other record, which `event_from` then decodes or refuses."""
-        from juggler.engine.native import EventDecoder  # the Rust core, only for a worker
+        from juggler.engine.rust_core import EventDecoder  # the Rust core, only for a worker
 
         streams = []
         for schema in self._schemas.values():

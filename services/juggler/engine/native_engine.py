@@ -29,7 +29,7 @@ from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.exact import (attribute_holds, equality_key, lower_threshold,
                                   pair_holds, to_float, upper_threshold)
-from juggler.engine.native import DecodedEvent, Operator
+from juggler.engine.rust_core import DecodedEvent, Operator
 from juggler.engine.orders import TYPES, check_order
 from juggler.engine.predicate_specs import (EqSpec, PairEqSpec, PairRangeSpec,
                                             PredicateSpec, RangeSpec)

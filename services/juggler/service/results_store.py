@@ -67,7 +67,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient
 
 from juggler.codec.avro import RESULT, Codec, CodecError
-from juggler.engine.native import result_json
+from juggler.engine.rust_core import result_json
 from juggler.kafka.client_log import client_log, unwatched, watched
 from juggler.kafka.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends

@@ -19,7 +19,7 @@ from juggler.codec.avro import RESULT, CodecError, result_record
 from juggler.codec.bounded import ROW_OMITTED_HEADER
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
-from juggler.engine.native import DecodedEvent
+from juggler.engine.rust_core import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.language import QueryError
