@@ -511,5 +511,5 @@ def _drop_finished(consumer: Consumer, topic: str, ends: dict[int, int]) -> None
 
 
 __all__ = ["ControlError", "Sent", "Submission", "QueryState", "ControlView", "PENDING",
-           "ACCEPTED", "REJECTED", "REGISTERED", "NOT_YET", "REFUSED", "DEREGISTERED",
-           "submit", "submit_many", "read_control"]
+           "REGISTERED", "NOT_YET", "REFUSED", "DEREGISTERED", "submit", "submit_many",
+           "read_control"]

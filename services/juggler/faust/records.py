@@ -184,11 +184,12 @@ class CommandStatus(JugglerRecord, serializer=COMMAND_STATUS_CODEC):
 
     @classmethod
     def from_avro(cls, record: Mapping[str, Any]) -> CommandStatus:
-        # the control client's reading of the record (defaults for older writers)
+        # the wire's reading of the record (defaults for older writers)
         return cls(**commands.CommandStatus.from_record(record).record())
 
     def to_control(self) -> commands.CommandStatus:
-        """The control client's `CommandStatus`, the form `juggler query` reads."""
+        """The wire's `CommandStatus` (`juggler.wire.commands`), the form `juggler query`
+        reads."""
         return commands.CommandStatus.from_record(self.asdict())
 
     @property
