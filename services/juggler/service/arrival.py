@@ -217,17 +217,18 @@ class ArrivalOrder:
             self.newest_epoch = records[-1].epoch
         inp.idle_deadline = None
         if self.estimate is not None:
-            self._sample(inp, records, now, now - inp.last_record_at, appended)
+            self._sample(self.estimate, inp, records, now, now - inp.last_record_at,
+                         appended)
         inp.last_record_at = now
 
-    def _sample(self, inp: Input, records: list[Pending], now: float, gap: float,
-                appended: list[int] | None) -> None:
+    @staticmethod
+    def _sample(estimate: IdleEstimate, inp: Input, records: list[Pending], now: float,
+                gap: float, appended: list[int] | None) -> None:
         """What the group says of the partition's delay (`Bucket`), and the gap since
         its previous fetch."""
         first = min((r.ts for r in records if r.ts is not None), default=None)
         if first is None:
             return
-        estimate = self.estimate
         wall = now + estimate.wall_offset
         fetched = wall - first / 1000
         if appended is not None:
@@ -279,6 +280,7 @@ class ArrivalOrder:
         self.now = now
         barrier = self.barriers[0] if self.barriers else None
         best: Input | None = None
+        best_ts = 0  # the event time of best's head
         waiting = blocked = False
         refresh: list[Input] = []
         idle: list[Input] = []
@@ -294,8 +296,8 @@ class ArrivalOrder:
                 if head.epoch > self.cleared_epoch:
                     blocked = True
                     continue
-                if best is None or (head.ts, inp.rank) < (best.buffer[0].ts, best.rank):
-                    best = inp
+                if best is None or (head.ts, inp.rank) < (best_ts, best.rank):
+                    best, best_ts = inp, head.ts
                 continue
             if limit is not None and inp.position is not None and inp.position >= limit:
                 continue  # everything below the barrier was taken
@@ -328,7 +330,7 @@ class ArrivalOrder:
                     inp.idle_deadline = None
             return Wait()
         until = None
-        head_ts = best.buffer[0].ts
+        head_ts = best_ts
         live = self.fresh_for is not None and now <= head_ts / 1000 + self.fresh_for
         for inp, deadline in deadlines:
             if live and inp.pass_after is not None and \

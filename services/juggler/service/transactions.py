@@ -305,7 +305,9 @@ class Transactions:
                                perf_counter() - begun) from None
 
     def _produce(self, messages: Iterable[Outgoing]) -> None:
-        produce = self.producer.produce
+        # typed loosely: the stubs take headers as an invariant list of a wider element
+        # type than the outbox's (name, bytes) pairs, which the producer copies as they are
+        produce: Callable[..., None] = self.producer.produce
         for topic, value, key, partition, headers in messages:
             while True:
                 try:
