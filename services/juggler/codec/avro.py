@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -118,6 +118,10 @@ class StreamRecord(Protocol):
     key: bytes | None
     value: bytes | None
     offset: int
+
+
+R = TypeVar("R", bound=StreamRecord)
+"""A fetched record type (`task.Record`): a list of them is read as `StreamRecord`s."""
 
 
 class CodecError(ValueError):
@@ -604,7 +608,7 @@ class Codec:
         return event
 
     def stream_events(self, stream: str, topic: str, partition: int,
-                      records: list[StreamRecord]) -> list[Event | DecodedEvent | CodecError]:
+                      records: list[R]) -> list[Event | DecodedEvent | CodecError]:
         """A fetched group of one stream partition's records, each as `stream_event`
         reads it but a refused one given as its `CodecError` rather than raised: one
         native call for the group (`EventDecoder.events`) instead of one per record,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Any, Hashable, Protocol
+from typing import TYPE_CHECKING, Any, Hashable, Protocol
 
 from juggler.language.model import Query
+
+if TYPE_CHECKING:  # typing only: a reader of these records needs no built Rust core
+    from juggler.engine.rust_core import DecodedEvent
 
 Position = Hashable
 """Where an event entered: a line number offline, `(topic, partition, offset)` on Kafka."""
@@ -54,7 +57,7 @@ class KeySnapshot:
 
     maxts: int | None
     floor: int | None
-    events: list[Event]
+    events: Sequence[Event | DecodedEvent]
 
 
 class LateEvent(Exception):

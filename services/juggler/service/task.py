@@ -191,10 +191,10 @@ class PartitionTask:
             outbox.put(state, key, None, self.partition)
         for key, value in written:
             outbox.put(state, key, value, self.partition)
-        for key in dirty:
-            bounds = self.engine.key_bounds(key)
+        for entity in dirty:
+            bounds = self.engine.key_bounds(entity)
             if bounds is not None:
-                outbox.put(state, (held_state.KEY + key).encode(),
+                outbox.put(state, (held_state.KEY + entity).encode(),
                            held_state.key_meta(*bounds), self.partition)
         for stream, offset in self.order.commit_offsets().items():
             outbox.offsets[(self.topic_of[stream], self.partition)] = offset
@@ -213,7 +213,8 @@ class PartitionTask:
         self._register_pending()
         clock = self.w.clock
         clock.enter("evaluate")
-        events = [event for _, _, event in batch if not isinstance(event, CodecError)]
+        events: list[Event | DecodedEvent] = [
+            event for _, _, event in batch if not isinstance(event, CodecError)]
         outcomes = iter(self.engine.process_batch_encoded(events, self.w.result_budget))
         clock.enter("publish")
         keys: dict[str, None] = {}
@@ -249,7 +250,8 @@ class PartitionTask:
         whole batch was evaluated either way."""
         for key in keys:
             dirty[key] = None
-            self.held_refs.release(key, self.engine.key_bounds(key)[1])
+            bounds = self.engine.key_bounds(key)  # known: the batch evaluated an event of it
+            self.held_refs.release(key, bounds[1] if bounds is not None else None)
 
     def _log_late(self, reason: str) -> None:
         self._late_since_log += 1
@@ -268,7 +270,7 @@ class PartitionTask:
         `_publish`."""
         routes = self._routes
         for item in results:
-            if type(item) is not tuple:
+            if isinstance(item, Result):
                 self._publish((item,), outbox, counts)
                 continue
             qid, body = item
@@ -413,8 +415,8 @@ class PartitionTask:
                 refs.append((stored.topic, stored.offset, stored.seq, event.ts, event.key))
             self.held_refs.restored(state_key, size, len(events), refs)
         for key, (maxts, floor) in state.keys.items():
-            events = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
-            self.engine.restore(key, KeySnapshot(maxts, floor, events))
+            in_order = [e for _, e in sorted(per_key.pop(key, []), key=lambda se: se[0])]
+            self.engine.restore(key, KeySnapshot(maxts, floor, in_order))
         self.seq = state.next_seq()
         self.restored = True
         log.debug("partition %d: restored %d queries, %d keys, %d held events", self.partition,
