@@ -2,9 +2,13 @@
 partition, like a Kafka Streams instance, each feeding one Juggler engine.
 
 Modules, one job each: `settings` (configuration), `worker` (the loop: fetch, route,
-clear, run, commit), `arrival` (the order a task takes its records in, semantics 4a),
-`task` (one partition: engine, order, what it emits), `control_plane` (commands in,
-barriers out), `held_state` and `restore` (the state topic), `transactions` (one
-transaction per round), `deadletters`, `http_api` and `results_api` (HTTP), `metrics`,
-`topic_names` and `topic_setup`. See docs/worker.md.
+clear, run, commit; the rebalance), `arrival` (the order a task takes its records in,
+semantics 4a), `clearance` (when fetched records may be taken, semantics 4a), `task`
+(one partition: engine, order, what it emits), `control_plane` (commands in, barriers
+out), `job` (what both runtimes share, and the `TaskContext` a task uses of them),
+`held_state`, `restore` and `readback` (the state topic), `transactions` (one
+transaction per round), `deadletters`, `http_api` and `results_api` (HTTP), `pages`
+(what the pages and metrics read: the round's snapshot and the runtime's typed views),
+`metrics`, `topic_names` and `topic_setup`. See docs/worker.md and
+docs/architecture.md.
 """
