@@ -20,30 +20,24 @@ from __future__ import annotations
 
 import gc
 import logging
-from typing import Any, Protocol
+from typing import Protocol
 
 from juggler.codec.avro import CodecError
 from juggler.kafka.offsets import group_offsets, log_ends
 from juggler.service.control_plane import ControlTask
 from juggler.service.held_state import TaskState, originals
 from juggler.service.job import TaskContext
-from juggler.service.readback import read_originals, read_partitions
+from juggler.service.readback import Reader, read_originals, read_partitions
 from juggler.service.task import PartitionTask
 from juggler.wire.commands import CommandStatus
 
 log = logging.getLogger(__name__)
 
 
-class RestoreContext(TaskContext, Protocol):
-    """What a restore uses of the worker besides what its tasks use: its admin client
-    and client configuration for the reads, and its tasks, where a task that moved and
-    came back is replaced by a new one."""
-
-    @property
-    def admin(self) -> Any: ...
-
-    @property
-    def client_config(self) -> dict[str, Any]: ...
+class RestoreContext(TaskContext, Reader, Protocol):
+    """What a restore uses of the worker besides what its tasks use: what its reads
+    need, and its tasks, where a task that moved and came back is replaced by a new
+    one."""
 
     @property
     def tasks(self) -> dict[int, PartitionTask]: ...
