@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -29,7 +29,7 @@ from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
 from juggler.kafka.offsets import answered
 from juggler.service.group_settings import CLAIM, RESET, Claim, GroupSettings, current, record
-from juggler.service.readback import read_partitions
+from juggler.service.readback import Reader, read_partitions
 from juggler.service.topic_names import TopicNames
 
 log = logging.getLogger(__name__)
@@ -43,14 +43,22 @@ REFUSED_EXIT = 78
 (`EX_CONFIG`: restarting it with the same settings cannot help)."""
 
 
-def group_claim(job: Any) -> Claim | None:
+class Member(Reader, Protocol):
+    """What the settings log uses of a runtime joining its group: what a read needs,
+    and its topic names."""
+
+    @property
+    def names(self) -> TopicNames: ...
+
+
+def group_claim(job: Member) -> Claim | None:
     """The group's settings as the settings topic holds them now, or None."""
     topic = (job.names.settings, 0)
     return current(((key, value) for _, key, value, _ in read_partitions(job, [topic])),
                    job.settings.app_id)
 
 
-def agree(job: Any, mine: GroupSettings, instance: str) -> str | None:
+def agree(job: Member, mine: GroupSettings, instance: str) -> str | None:
     """None once `mine` are the group's settings (claimed here if the group had none);
     else why this member must stay out of the group. Raises `KafkaException` or
     `ControlError` when the topic cannot be read or written."""
