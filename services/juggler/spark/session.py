@@ -11,6 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from juggler.spark import shipping
 from juggler.spark.connectors import connector_jars
 
 if TYPE_CHECKING:
@@ -23,27 +24,32 @@ MASTER_ENV = "JUGGLER_SPARK_MASTER"
 def spark_session(app_name: str = "juggler", *, ui: bool = False) -> SparkSession:
     """The process's SparkSession, created with the connector jars on first call.
 
-    Python workers (backfill's exact checks) run this interpreter unless
-    `PYSPARK_PYTHON` says otherwise; on a cluster the executors need the juggler
-    package installed too. Shuffles use few partitions: the jobs' data is keyed by entity and the local
-    default of 200 partitions only adds scheduling overhead. The UI is on only with `ui`
-    (the CLI's jobs print its address; tests and benchmarks need no web server).
-    Executors import juggler and its native operator: on a cluster, ship them a packed
-    environment (docs/spark.md, "On a cluster").
+    Local mode's Python workers (the engines of the shared backfill, the reference's
+    exact checks) run this interpreter unless `PYSPARK_PYTHON` says otherwise: pyspark's
+    default, a `python3` from PATH, need not have juggler installed. On a cluster the
+    session ships juggler, its native operator and their dependencies to the executors
+    (`juggler.spark.shipping`), whose Python is `PYSPARK_PYTHON` or the executors'
+    `python3`. Shuffles use few partitions: the jobs' data is keyed by entity and the
+    local default of 200 partitions only adds scheduling overhead. The UI is on only
+    with `ui` (the CLI's jobs print its address; tests and benchmarks need no web
+    server).
     """
     from pyspark.sql import SparkSession
 
-    # pyspark starts UDF workers with $PYSPARK_PYTHON, else a `python3` from PATH
-    # that need not have juggler installed
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    master = os.environ.get(MASTER_ENV, "local[*]")
+    local = master == "local" or master.startswith("local[")
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = ",".join(str(jar) for jar in connector_jars())
     builder = (SparkSession.builder.appName(app_name)
-               .master(os.environ.get(MASTER_ENV, "local[*]"))
+               .master(master)
                .config("spark.jars", jars)
                .config("spark.ui.enabled", "true" if ui else "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC"))
+    for key, value in ({} if local else shipping.settings()).items():
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
