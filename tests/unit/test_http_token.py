@@ -18,7 +18,8 @@ def fake_worker() -> SimpleNamespace:
     return SimpleNamespace(ready=True, tasks={}, unavailable=lambda: None,
                            settings=SimpleNamespace(app_id="a"),
                            pages=replace(EMPTY, queries=({"id": "q1", "text": "SELECT ..."},)),
-                           metrics=SimpleNamespace(expose=lambda: b"juggler_up 1\n"),
+                           metrics=SimpleNamespace(cached=lambda: None,
+                                                   expose=lambda: b"juggler_up 1\n"),
                            results_store=SimpleNamespace(health=lambda: {"status": "ok"}))
 
 

@@ -27,6 +27,7 @@ With a token, every page but `/health` and `/metrics` requires it (`http_auth`).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from confluent_kafka import KafkaException
 from juggler.kafka.offsets import log_ends
 from juggler.service.http_auth import Handler, bearer_token
 from juggler.service.metrics import CONTENT_TYPE
-from juggler.service.pages import JobView, WorkerView
+from juggler.service.pages import JobView, Pages, WorkerView
 from juggler.service.results_store import ResultsStore
 from juggler.service.results_api import (
     DEFAULT_LIMIT,
@@ -149,8 +150,15 @@ def _known(worker: JobView, store: ResultsStore, query_id: str, topic: str) -> b
 
 
 def _queries(worker: WorkerView) -> Page:
+    """The body rendered once per published snapshot."""
+    rendered: list[tuple[Pages, bytes]] = []
+
     async def handler(request: web.Request) -> web.Response:
-        return web.json_response({"queries": list(worker.pages.queries)})
+        pages = worker.pages
+        if not rendered or rendered[-1][0] is not pages:
+            rendered[:] = [(pages, json.dumps({"queries": list(pages.queries)}).encode())]
+        return web.Response(body=rendered[-1][1], content_type="application/json",
+                            charset="utf-8")
     return handler
 
 
@@ -218,7 +226,9 @@ def results_health(worker: WorkerView) -> Page:
 
 
 def _metrics(worker: WorkerView) -> Page:
+    """The text rendered for the current snapshot if there is one, answered from the
+    event loop; else rendered on a thread, so that a render never holds up `/health`."""
     async def handler(request: web.Request) -> web.Response:
-        body = await asyncio.to_thread(worker.metrics.expose)
+        body = worker.metrics.cached() or await asyncio.to_thread(worker.metrics.expose)
         return web.Response(body=body, content_type=CONTENT_TYPE)
     return handler

@@ -45,8 +45,18 @@ TRANSACTION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05
 
 
 class WorkerMetrics:
+    """The worker's collectors, and its Prometheus text rendered once per published
+    snapshot: rendering is most of a scrape's cost (the more so while the loop holds
+    the interpreter), and every probe or scrape between two rounds would render the
+    same text again."""
+
     def __init__(self, worker: JobView) -> None:
         self.worker = worker
+        self.generation = 0
+        """Bumped by the commit thread's updates (`count`, `transaction_done`); the
+        loop's own updates are followed by a new snapshot."""
+        self._exposed: tuple[Scrape, int, bytes] | None = None
+        """The last text, with the snapshot and generation it was rendered at."""
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events_in = Counter("juggler_events_in", "Events consumed, per stream",
@@ -116,6 +126,7 @@ class WorkerMetrics:
         """A committed transaction's times (`transactions.Transactions`, commit thread)."""
         self.commit_queue.observe(queued)
         self.transaction.observe(took)
+        self.generation += 1
 
     def handed_over(self, counts: Any) -> None:
         """A round's results, handed to the commit thread now (`task.RoundCounts`)."""
@@ -133,13 +144,32 @@ class WorkerMetrics:
         for kind, n in counts.dead_letters.items():
             self.dead_letters.labels(kind).inc(n)
         self.latency.observe_ages(counts.produced_at)
+        self.generation += 1
+
+    def cached(self) -> bytes | None:
+        """The text `expose` would give, if it was rendered since the runtime's last
+        snapshot and the commit thread's last update; None if it must be rendered."""
+        return self._rendered(self.worker.scrape(), self.generation)
+
+    def _rendered(self, view: Scrape, generation: int) -> bytes | None:
+        exposed = self._exposed
+        if exposed is not None and exposed[0] is view and exposed[1] == generation:
+            return exposed[2]
+        return None
 
     def expose(self) -> bytes:
-        registered = self.worker.scrape().registered
-        for query in registered:  # from its registration on, like the streams' counters
+        view, generation = self.worker.scrape(), self.generation
+        text = self._rendered(view, generation)
+        if text is not None:
+            return text
+        for query in view.registered:  # from its registration on, like the streams' counters
             self.results_out.labels(query)
-        self._retire_queries(registered)
-        return generate_latest(self.registry)
+        self._retire_queries(view.registered)
+        text = generate_latest(self.registry)
+        # a text exporting a retiring series' final count is served once: the next
+        # scrape is the one that drops the series
+        self._exposed = None if self._retiring else (view, generation, text)
+        return text
 
     def _retire_queries(self, registered: frozenset[str]) -> None:
         """Remove the `results_out` series of a query no longer registered here once a

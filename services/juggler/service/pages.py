@@ -121,6 +121,10 @@ class JobView(Protocol):
 
 
 class Exposition(Protocol):
+    def cached(self) -> bytes | None:
+        """The text already rendered for the current snapshot, if any
+        (`metrics.WorkerMetrics.cached`)."""
+
     def expose(self) -> bytes:
         """The Prometheus text of a scrape (`metrics.WorkerMetrics.expose`)."""
 
