@@ -7,8 +7,10 @@ H.beatrate > c`, N distinct c), in process and through one worker.
 In process, each size in a fresh process (`NativeEngine`, the queries compiled first
 and not timed): registering them one at a time and all at once (`register_many`, what
 a restore and a burst of commands use; in a second engine, so with the predicates'
-thresholds already computed, as for every partition's engine but the first),
-deregistering a tenth one at a time, the cost
+thresholds already computed, as for every partition's engine but the first), the
+same into a third engine that copies the second's registry (`shared_registry`, what
+every partition's engine but the first does in a restore), deregistering a tenth one
+at a time, the cost
 per registration and its ratio at the largest size to the smallest (the target: within
 2x), and the bytes per registered query (the operator's own count, and the process's
 RSS growth, Python's query objects included). Through one worker (4 partitions, a
@@ -51,6 +53,7 @@ def in_process(n: int) -> dict[str, Any]:
     """One size, measured in this process (`main` runs each in a fresh one)."""
     from juggler.engine.events import EngineConfig
     from juggler.engine.native_engine import NativeEngine
+    from juggler.engine.shared_registry import SharedRegistries
     from juggler.language import ColumnType, compile_query
 
     catalog = {"H": {"beatrate": ColumnType.NUMBER, "vib": ColumnType.NUMBER}}
@@ -76,10 +79,15 @@ def in_process(n: int) -> dict[str, Any]:
     out["deregister_us"] = (time.perf_counter() - t0) / len(gone) * 1e6
     del engine
     gc.collect()
-    bulk = NativeEngine(EngineConfig())
+    registries = SharedRegistries()
+    bulk = NativeEngine(EngineConfig(), registries)
     t0 = time.perf_counter()
     bulk.register_many(queries)
     out["many_us"] = (time.perf_counter() - t0) / n * 1e6
+    copied = NativeEngine(EngineConfig(), registries)
+    t0 = time.perf_counter()
+    copied.register_many(queries)
+    out["copy_us"] = (time.perf_counter() - t0) / n * 1e6
     return out
 
 
@@ -140,14 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             rows[n].append(_child(n))
             log(f"repeat {rep + 1}: {n:,}: {rows[n][-1]}")
-    fields = ["one_us", "many_us", "deregister_us", "compile_us", "native_bytes_per_query", "rss_bytes_per_query"]
+    fields = ["one_us", "many_us", "copy_us", "deregister_us", "compile_us", "native_bytes_per_query",
+              "rss_bytes_per_query"]
     med = {n: {f: statistics.median(r[f] for r in rows[n]) for f in fields} for n in sizes}
-    print("| rules | register one at a time (us/rule) | register_many (us/rule) | deregister (us/rule) "
-          "| compile (us/rule, not in the others) | operator bytes/rule | RSS bytes/rule |")
-    print("|---|---|---|---|---|---|---|")
+    print("| rules | register one at a time (us/rule) | register_many (us/rule) | register_many copied (us/rule) "
+          "| deregister (us/rule) | compile (us/rule, not in the others) | operator bytes/rule | RSS bytes/rule |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in sizes:
         m = med[n]
-        print(f"| {n:,} | {m['one_us']:.1f} | {m['many_us']:.1f} | {m['deregister_us']:.1f} | {m['compile_us']:.0f} "
+        print(f"| {n:,} | {m['one_us']:.1f} | {m['many_us']:.1f} | {m['copy_us']:.1f} | {m['deregister_us']:.1f} "
+              f"| {m['compile_us']:.0f} "
               f"| {m['native_bytes_per_query']:.0f} | {m['rss_bytes_per_query']:.0f} |")
     small, large = min(sizes), max(sizes)
     for f in ("one_us", "many_us", "deregister_us"):

@@ -12,6 +12,7 @@ from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.bounded import result_budget
 from juggler.engine.events import Event
+from juggler.engine.shared_registry import SharedRegistries
 from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
 from juggler.service.deadletters import DeadLetters
 from juggler.service.job import COMPILED_CACHE, FANOUT_CACHE, Job
@@ -42,6 +43,7 @@ class BrokerlessJob(Job):
         self._result_headers: dict[str, bytes] = {}
         self._compiled = BoundedCache(COMPILED_CACHE)
         self._fanout = BoundedCache(FANOUT_CACHE)
+        self.registries = SharedRegistries()
 
     def own_results_topic(self, query_id: str) -> None:
         pass

@@ -13,6 +13,7 @@ from juggler.codec.bounded import (RECORD_OVERHEAD_BYTES, RecordTooLarge,
                                    encode_result_bounded, result_budget)
 from juggler.engine.events import Event, LateEvent
 from juggler.engine.native_engine import NativeEngine
+from juggler.engine.shared_registry import SharedRegistries
 from juggler.language import ColumnType, compile_query
 from juggler.service.deadletters import DeadLetters
 from juggler.service.loop_clock import LoopClock
@@ -48,6 +49,7 @@ class FakeWorker:
         self._result_headers: dict[str, bytes] = {}
         self.dead_letters = DeadLetters(self)
         self.clock = LoopClock()
+        self.registries = SharedRegistries()
 
 
 def task_with_queries(worker: FakeWorker) -> PartitionTask:

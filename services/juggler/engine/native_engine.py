@@ -33,18 +33,27 @@ from juggler.engine.rust_core import DecodedEvent, Operator
 from juggler.engine.orders import TYPES, check_order
 from juggler.engine.predicate_specs import (EqSpec, PairEqSpec, PairRangeSpec,
                                             PredicateSpec, RangeSpec)
+from juggler.engine.shared_registry import Lineage, SharedRegistries
 from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
                                     Query)
 
 _LOWER = (Op.GT, Op.GE)
 _UPPER = (Op.LT, Op.LE)
 _I64 = 2**63
+COPY_SHARE = 4
+"""A registry is copied rather than built when the batch is at least a `COPY_SHARE`th
+of what is registered after it: a copy costs a fraction of building per query it
+copies (docs/benchmarks.md, "Registration"), but copying everything for a few new
+queries would make a command's cost grow with what is registered."""
 
 
 class NativeEngine:
     """The shared operator. See `QueryEngine` for the contract of each method."""
 
-    def __init__(self, config: EngineConfig = EngineConfig()) -> None:
+    def __init__(self, config: EngineConfig = EngineConfig(),
+                 registries: SharedRegistries | None = None) -> None:
+        """`registries`: the engines this one may copy registries from, and give them
+        to (`shared_registry`)."""
         self.config = config
         self._op = Operator(config.retention, config.allowed_lateness, Result, self._exact,
                             check_order(config.order), config.reorder_every)
@@ -57,6 +66,11 @@ class NativeEngine:
         free for the next new predicate, so what is kept follows what is registered,
         not every predicate ever seen."""
         self._free_ids: list[int] = []
+        self.lineage = Lineage()
+        """What this engine registered and deregistered (`shared_registry`)."""
+        self._registries = registries
+        if registries is not None:
+            registries.join(self)
 
     @property
     def queries(self) -> dict[str, Query]:
@@ -76,6 +90,7 @@ class NativeEngine:
         bit = self._op.register(*self._spec(query))
         self._queries[query.id] = query
         self._bits[query.id] = bit
+        self.lineage = self.lineage.registered([query])
         if not history:
             return []
         # By position across keys too: arrival numbers are per engine, and a restored
@@ -85,18 +100,39 @@ class NativeEngine:
     def register_many(self, queries: Iterable[Query]) -> None:
         """`register` without history for many queries at once (a restore, a burst of
         commands): one crossing into the operator, which builds its lists once for
-        all of them instead of once per query. All or none: an id registered already,
-        or twice among them, raises RegistrationError before any is registered."""
+        all of them instead of once per query; or, when another engine of the same
+        `registries` has just registered the same ones after the same, copied from it.
+        All or none: an id registered already, or twice among them, raises
+        RegistrationError before any is registered."""
         queries = list(queries)
         seen: set[str] = set()
         for query in queries:
             if query.id in self._queries or query.id in seen:
                 raise RegistrationError(f"query {query.id!r} is already registered")
             seen.add(query.id)
-        bits = self._op.register_many([self._spec(q) for q in queries])
-        for query, bit in zip(queries, bits):
-            self._queries[query.id] = query
-            self._bits[query.id] = bit
+        lineage = self.lineage.registered(queries)
+        source = self._registries.at(lineage, self) if self._registries is not None else None
+        if source is None or not self._copy(source, queries):
+            bits = self._op.register_many([self._spec(q) for q in queries])
+            for query, bit in zip(queries, bits):
+                self._queries[query.id] = query
+                self._bits[query.id] = bit
+        self.lineage = lineage
+
+    def _copy(self, source: NativeEngine, queries: list[Query]) -> bool:
+        """Take `source`'s registry, whose lineage is this engine's with `queries`
+        registered: whether it was taken (not when the batch is too small a share of
+        it, see `COPY_SHARE`, or the operator refuses, see `Operator.copy_registry`)."""
+        theirs = source._queries
+        if len(queries) * COPY_SHARE < len(theirs) or any(
+                theirs.get(q.id) is not q and theirs.get(q.id) != q for q in queries):
+            return False
+        if not self._op.copy_registry(source._op, [source._bits[q.id] for q in queries]):
+            return False
+        self._queries, self._bits = dict(theirs), dict(source._bits)
+        self._pred_ids, self._preds = dict(source._pred_ids), list(source._preds)
+        self._pred_users, self._free_ids = list(source._pred_users), list(source._free_ids)
+        return True
 
     def deregister(self, query_id: str) -> None:
         query = self._queries.pop(query_id, None)
@@ -105,6 +141,7 @@ class NativeEngine:
         self._op.deregister(self._bits.pop(query_id))
         for predicate in query.predicates:
             self._release(predicate)
+        self.lineage = self.lineage.deregistered(query_id)
 
     def registry_bytes(self) -> int:
         """Bytes the registered queries take in the operator (lists, plan, per-query

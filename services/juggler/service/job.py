@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
+from juggler.engine.shared_registry import SharedRegistries
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import client_log, stamp, watched
 from juggler.kafka.offsets import log_ends
@@ -70,6 +71,7 @@ class TaskContext(Protocol):
     clock: LoopClock
     dead_letters: DeadLetters
     metrics: WorkerMetrics
+    registries: SharedRegistries
 
     def arrival_order(self) -> ArrivalOrder: ...
 
@@ -121,6 +123,8 @@ class Job:
         self._result_headers: dict[str, bytes] = {}
         self._compiled: BoundedCache[tuple[str, str], Query] = BoundedCache(COMPILED_CACHE)
         self._fanout: BoundedCache[bytes | None, Command] = BoundedCache(FANOUT_CACHE)
+        self.registries = SharedRegistries()
+        """The tasks' engines, which copy each other's registries (`shared_registry`)."""
 
     @property
     def instance(self) -> str:

@@ -11,10 +11,19 @@ What the pages, the metrics and the HTTP port read of a runtime is typed here to
 read-only views (`TaskView`, `JobView` for either runtime, `WorkerView` for the
 worker's own port): the worker and the Faust runtime each pass themselves, and a page
 or a collector depends on those few reads, not on the runtime that serves it.
+
+The registered queries are the exception to taking everything every round: listing
+them costs as much as there are, and during a burst of registrations they change every
+round, so taking them every round made registration cost grow with the square of the
+queries. They are taken again when they changed, at once while there are few
+(`FRESH_UP_TO`), else once `RETAKE` times as long as taking them last cost has passed:
+with many queries, a page may show them some rounds stale, and listing them takes at
+most about a `RETAKE`th of the loop.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -156,14 +165,51 @@ class WorkerView(JobView, Protocol):
     def registered_queries(self) -> list[dict[str, str]]: ...
 
 
-def take(worker: WorkerView) -> Pages:
+FRESH_UP_TO = 10_000
+"""Up to this many registrations over the restored tasks, the registered queries are
+taken again whenever they changed."""
+
+RETAKE = 10
+"""Beyond `FRESH_UP_TO`, the registered queries are taken again once this many times
+as long as taking them last cost has passed."""
+
+
+class Registered:
+    """The registered queries as the pages last took them (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.queries: tuple[Mapping[str, str], ...] = ()
+        self.ids: frozenset[str] = frozenset()
+        self._seen: object = ()
+        self._due = 0.0
+
+    def take(self, worker: WorkerView) -> None:
+        """Take them again from `worker`'s tasks if they changed and it is due."""
+        tasks = worker.restored_tasks()
+        # what a registration or deregistration changes (`NativeEngine.lineage`), and
+        # the texts a query that failed to register still adds
+        seen = tuple((id(t), len(t.texts), t.engine.lineage) for t in tasks)
+        started = time.monotonic()
+        if seen == self._seen or (started < self._due
+                                  and sum(len(t.texts) for t in tasks) > FRESH_UP_TO):
+            return
+        self.queries = tuple(worker.registered_queries())
+        self.ids = frozenset(q["id"] for q in self.queries)
+        self._seen = seen
+        now = time.monotonic()
+        self._due = now + RETAKE * (now - started)
+
+
+def take(worker: WorkerView, registered: Registered) -> Pages:
     """The pages' view of the worker's tasks now; called on the loop's thread."""
-    return Pages(progress=worker.progress(), queries=tuple(worker.registered_queries()),
-                 scrape=scrape(worker))
+    registered.take(worker)
+    return Pages(progress=worker.progress(), queries=registered.queries,
+                 scrape=scrape(worker, registered.ids))
 
 
-def scrape(job: JobView) -> Scrape:
-    """The metrics' view of `job`'s tasks now, for either runtime."""
+def scrape(job: JobView, registered: frozenset[str] | None = None) -> Scrape:
+    """The metrics' view of `job`'s tasks now, for either runtime; `registered`, the ids
+    of the registered queries if already taken (`Registered`)."""
     restored = job.restored_tasks()
     lags = []
     for task in restored:
@@ -177,4 +223,5 @@ def scrape(job: JobView) -> Scrape:
     return Scrape(engines=tuple(Engine(t, t.engine.manager, t.engine.held_events(), len(t.texts))
                                 for t in restored),
                   tasks=tuple(job.tasks.values()), lags=tuple(lags),
-                  registered=frozenset(q for task in restored for q in task.texts))
+                  registered=frozenset(q for task in restored for q in task.texts)
+                  if registered is None else registered)

@@ -73,7 +73,7 @@ class PartitionTask:
         settings = worker.settings
         self.config = EngineConfig(allowed_lateness=settings.allowed_lateness,
                                    retention=settings.retention, order=settings.order)
-        self.engine = NativeEngine(self.config)
+        self.engine = NativeEngine(self.config, worker.registries)
         self.streams = worker.streams
         self.order = worker.arrival_order()
         self.texts: dict[str, str] = {}

@@ -44,7 +44,7 @@ from juggler.service.control_plane import ControlTask
 from juggler.service.http_api import serve
 from juggler.service.job import FAILURE_EXIT, Job
 from juggler.service.metrics import WorkerMetrics
-from juggler.service.pages import EMPTY, Pages, Scrape
+from juggler.service.pages import EMPTY, Pages, Registered, Scrape
 from juggler.service.pages import take as take_pages
 from juggler.service.recovery import Backoff, Unrecoverable, diagnose
 from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
@@ -92,6 +92,8 @@ class JugglerWorker(Job):
         """What the HTTP pages read of the tasks, as of the end of the last round
         (`pages`): replaced whole, never changed, so the HTTP thread reads it without
         waiting for the loop, which alone touches the tasks."""
+        self._registered = Registered()
+        """The registered queries as `pages` last took them."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
         they are restored: `/health` answers 200 from then on, until the next rebalance."""
@@ -141,7 +143,7 @@ class JugglerWorker(Job):
         end of each round, and where a rebalance or a fault changes which tasks there
         are (the restore that follows takes a while, and a page must not show a
         partition gone, or miss one being restored, meanwhile)."""
-        self.pages = take_pages(self)
+        self.pages = take_pages(self, self._registered)
 
     # the loop -------------------------------------------------------------------------
 

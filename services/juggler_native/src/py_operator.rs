@@ -60,6 +60,13 @@ struct QueryInfo {
     body: Option<result_body::Query>,
 }
 
+impl QueryInfo {
+    fn clone_ref(&self, py: Python<'_>) -> QueryInfo {
+        let select = self.select.as_ref().map(|items| items.iter().map(|(label, s, slot)| (label.clone_ref(py), *s, *slot)).collect());
+        QueryInfo { id: self.id.clone_ref(py), from: self.from.clone(), select, body: self.body.clone() }
+    }
+}
+
 /// A query as its results' bodies name it; None when a result's record would not be
 /// what the native writer writes: an id or label that is not exactly a `str` in UTF-8
 /// (`result_body` leaves those to fastavro), or names a Python dict would merge (a
@@ -190,6 +197,19 @@ impl PyOperator {
         names.columns.push(PyString::new(py, column).unbind());
         self.core.widen(stream, slot + 1);
         slot
+    }
+
+    /// Whether `other` numbers every stream and column this operator has named the
+    /// same (it may have named more): then this operator can take its numbers for
+    /// them.
+    fn names_agree(&self, py: Python<'_>, other: &PyOperator) -> bool {
+        self.streams.len() <= other.streams.len()
+            && self.streams.iter().zip(&other.streams).all(|(mine, theirs)| {
+                let same = |a: &Py<PyString>, b: &Py<PyString>| a.bind(py).as_any().eq(b.bind(py)).unwrap_or(false);
+                same(&mine.name, &theirs.name)
+                    && mine.columns.len() <= theirs.columns.len()
+                    && mine.columns.iter().zip(&theirs.columns).all(|(a, b)| same(a, b))
+            })
     }
 
     fn encode_pos(&mut self, py: Python<'_>, pos: &Bound<'_, PyAny>) -> PyResult<Pos> {
@@ -640,6 +660,29 @@ impl PyOperator {
             self.queries.insert(bit, info);
         }
         Ok(bits)
+    }
+
+    /// Make the registered queries `other`'s, `batch` (their bits) the ones it
+    /// registered last: what registering those here would have built, copied instead
+    /// of built (`Operator::copy_registry`). Only for an operator whose registered
+    /// queries were `other`'s before that batch, registered in the same order (the
+    /// caller keeps track: `juggler.engine.native_engine`). Streams and columns take
+    /// `other`'s numbers; false, with nothing changed, when this operator numbered a
+    /// name otherwise (its events named them in another order).
+    fn copy_registry(&mut self, py: Python<'_>, other: PyRef<'_, PyOperator>, batch: Vec<usize>) -> bool {
+        if !self.names_agree(py, &other) {
+            return false;
+        }
+        for (s, theirs) in other.streams.iter().enumerate() {
+            let id = self.stream_id(py, theirs.name.bind(py).to_str().unwrap_or_default());
+            debug_assert_eq!(id as usize, s);
+            for column in &theirs.columns[self.streams[s].columns.len()..] {
+                self.slot_of(py, id, column.bind(py).to_str().unwrap_or_default());
+            }
+        }
+        self.queries = other.queries.iter().map(|(&bit, info)| (bit, info.clone_ref(py))).collect();
+        self.core.copy_registry(&other.core, &batch);
+        true
     }
 
     fn deregister(&mut self, bit: usize) {

@@ -22,6 +22,7 @@ pub trait Names {
 }
 
 /// A query as its results' bodies name it.
+#[derive(Clone)]
 pub struct Query {
     /// Its id, an Avro string.
     pub id: Vec<u8>,

@@ -29,6 +29,46 @@ impl Operator {
         bits
     }
 
+    /// Make the registered queries `other`'s, `batch` (bits) the ones it registered
+    /// last: what registering them here would have built, copied instead (every
+    /// partition of a worker registers the same queries, so one builds and the others
+    /// copy). Only for an operator whose registered queries, registered in the same
+    /// order, were `other`'s before that batch: the caller keeps track. Keys and held
+    /// events stay; the horizon widens to the batch's windows as registering does.
+    pub fn copy_registry(&mut self, other: &Operator, batch: &[usize]) {
+        for (s, &width) in other.widths.iter().enumerate() {
+            self.widen(s as u32, width);
+        }
+        if other.nw != self.nw {
+            for ks in self.keys.values_mut() {
+                ks.stores.iter_mut().for_each(|s| s.set_cache_words(other.nw));
+            }
+        }
+        self.horizon = batch.iter().map(|&b| other.window_of[b]).fold(self.horizon, i64::max);
+        self.nw = other.nw;
+        self.ranges.clone_from(&other.ranges);
+        self.eqs.clone_from(&other.eqs);
+        self.list_of.clone_from(&other.list_of);
+        self.range_keys.clone_from(&other.range_keys);
+        self.eq_keys.clone_from(&other.eq_keys);
+        self.free_ranges.clone_from(&other.free_ranges);
+        self.free_eqs.clone_from(&other.free_eqs);
+        self.nodes.clone_from(&other.nodes);
+        self.roots.clone_from(&other.roots);
+        self.streams.clone_from(&other.streams);
+        self.windows.clone_from(&other.windows);
+        self.window_heads.clone_from(&other.window_heads);
+        self.window_of.clone_from(&other.window_of);
+        self.queries.clone_from(&other.queries);
+        self.registered = other.registered;
+        self.free_bits.clone_from(&other.free_bits);
+        self.next_bit = other.next_bit;
+        self.registrations = other.registrations;
+        if self.scratch.len() < other.scratch.len() {
+            self.scratch.resize_with(other.scratch.len(), Scratch::default);
+        }
+    }
+
     pub(super) fn free_bit(&mut self) -> usize {
         self.free_bits.pop().unwrap_or_else(|| {
             self.next_bit += 1;

@@ -347,3 +347,68 @@ fn a_join_query_pairs_events_within_its_window_and_predicates() {
     op.deregister(bit);
     assert!(op.process(event(0, 12, 8), &mut NoExact).ok().unwrap().is_empty());
 }
+
+/// Every partition of a worker registers the same queries: one builds them and the
+/// others copy its registry. A copy must answer every event as registering the same
+/// queries would have (the same bits, orders and results), with held events and
+/// their cached attribute masks from before the copy, masks widening, and queries
+/// going (each operator deregisters its own) in between.
+#[test]
+fn a_copied_registry_answers_as_registering_the_same_queries() {
+    let mut rng = Lcg(5);
+    let one = Factor { f: 1.0, int: Some(1) };
+    let [mut builder, mut copier, mut plain] = [0, 1, 2].map(|_| {
+        let mut op = Operator::new(500, 0);
+        op.types = TypeManager::new(Some(STATIC_ORDERS[0]), 128);
+        op
+    });
+    for op in [&mut copier, &mut plain] {
+        op.widen(0, 3);
+        op.widen(1, 3);
+    }
+    let mut bits: Vec<usize> = Vec::new();
+    let (mut ts, mut results) = (0, 0);
+    for round in 0..200 {
+        // now and then many at once, which go in bulk
+        match if round % 25 == 0 { 0 } else { rng.below(8) } {
+            0 => {
+                let n = if round % 25 == 0 { 150 } else { 1 + rng.below(3) as usize };
+                let specs: Vec<QuerySpec> = (0..n)
+                    .map(|_| {
+                        let t = rng.below(100) as i64;
+                        let mut preds = vec![PredSpec::Range { id: t as u32, stream: 0, slot: 1, lower: rng.below(2) == 0, tf: t as f64, ti: t as i128 }];
+                        let streams = if rng.below(2) == 0 { vec![0] } else {
+                            let d = rng.below(40) as i64 - 20;
+                            preds.push(PredSpec::PairRange { id: 1000 + d as u32, l: (0, 2), r: (1, 1), lower: true, factor: one, tf: d as f64, ti: d as i128 });
+                            vec![0, 1]
+                        };
+                        QuerySpec { streams, window: 10 + rng.below(50) as i64, preds }
+                    })
+                    .collect();
+                let built = builder.register_many(specs.clone());
+                copier.copy_registry(&builder, &built);
+                assert_eq!(plain.register_many(specs), built);
+                bits.extend(built);
+                assert_eq!(copier.horizon, plain.horizon);
+            }
+            1 if !bits.is_empty() => {
+                let bit = bits.swap_remove(rng.below(bits.len() as u64) as usize);
+                [&mut builder, &mut copier, &mut plain].into_iter().for_each(|op| op.deregister(bit));
+            }
+            _ => {
+                ts += rng.below(10) as i64;
+                let stream = rng.below(2) as u32;
+                let row = vec![V::I(ts), V::I(rng.below(100) as i64), V::I(rng.below(100) as i64)];
+                let answer = |op: &mut Operator| {
+                    let incoming = Incoming { stream, key: "k", ts, shape: 0, row: row.clone(), pos: (0, 0) };
+                    op.process(incoming, &mut NoExact).ok().unwrap().into_iter().map(|h| (h.bit, h.order, h.ts, h.seqs)).collect::<Vec<_>>()
+                };
+                let hits = answer(&mut plain);
+                results += hits.len();
+                assert_eq!(answer(&mut copier), hits, "round {round}");
+            }
+        }
+    }
+    assert!(results > 1000, "a test with results: {results}");
+    assert!(plain.nw >= 4, "masks widened: {} words", plain.nw);
+}
