@@ -34,7 +34,7 @@ from juggler.codec.avro import Codec
 from juggler.engine.events import EngineConfig, Event, LateEvent, Position, Result
 from juggler.language.model import TIMESTAMP, Query
 from juggler.service.topic_names import TopicNames
-from juggler.spark import streams
+from juggler.spark import merge, streams
 from juggler.spark.archive import (KEY, POSITION, data_columns, read_archive,
                                    read_control_lines, spark_type)
 from juggler.spark.errors import BadInput
@@ -42,10 +42,11 @@ from juggler.spark.progress import Progress
 from juggler.wire.commands import Command, RegisterCommand
 
 if TYPE_CHECKING:
+    from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
 STREAM = "stream"
-TRIGGER, SEQ, QUERY, LINE = "trigger", "seq", "query", "line"
+TRIGGER, SEQ, QUERY = "trigger", "seq", "query"
 SEPARATOR = "__"
 """Between a stream and its column in the unioned frame's names (`B__temp`)."""
 
@@ -115,22 +116,21 @@ def arrivals(spark: SparkSession, archive: Path, codec: Codec, partitions: int) 
     return union.repartition(partitions, KEY).sortWithinPartitions(POSITION)
 
 
-def output_schema(to_topic: bool) -> str:
-    tail = f"{QUERY} string, value binary" if to_topic else f"{LINE} string"
-    return f"{TRIGGER} long, {KEY} string, {SEQ} int, {tail}"
+def output_schema() -> str:
+    """The rows of `evaluate` bound for the results topic, as a frame's schema."""
+    return f"{TRIGGER} long, {KEY} string, {SEQ} int, {QUERY} string, value binary"
 
 
-def evaluate(spark: SparkSession, frame: DataFrame, plan: Plan,
-             counters: dict[str, Any]) -> DataFrame:
+def evaluate(frame: DataFrame, plan: Plan, counters: dict[str, Any]) -> RDD[tuple[Any, ...]]:
     """Each partition through one engine: rows (trigger position, key, seq within the
-    trigger's results, eval's JSON line or the query and its encoded `juggler.Result`)."""
+    trigger's results, eval's JSON line or the query and its encoded `juggler.Result`),
+    each partition's in that order (`juggler.spark.merge.ORDER`)."""
     columns = {name: i for i, name in enumerate(frame.columns)}
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         return run_partition(plan, iter(rows), columns, counters)
 
-    schema = output_schema(plan.stream_topics is not None)
-    return spark.createDataFrame(frame.rdd.mapPartitions(run), schema)
+    return frame.rdd.mapPartitions(run)
 
 
 def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
@@ -158,7 +158,8 @@ def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
         if isinstance(outcome, LateEvent):
             counters["late"].add(1)
             continue
-        for seq, result in enumerate(outcome):
+        # a registration's history spans the partition's keys: by key, as they merge
+        for seq, result in enumerate(sorted(outcome, key=lambda r: r.key)):
             if encode is not None:
                 yield position, result.key, seq, result.query, encode(result)
             else:
@@ -224,7 +225,7 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
     context = spark.sparkContext
     counters = {name: context.accumulator(0) for name in ("late", "malformed")}
     frame = arrivals(spark, archive, codec, context.defaultParallelism)
-    rows = evaluate(spark, frame, shared, counters).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = evaluate(frame, shared, counters).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         progress.total = rows.count()
         progress.note(f"{len(queries):,} queries and {len(shared.commands):,} control "
@@ -234,17 +235,16 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
         if out is not None:
             with atomic_outputs(out) as (handle,):
                 assert handle is not None
-                ordered = rows.orderBy(TRIGGER, KEY, SEQ).select(LINE)
-                for row in ordered.toLocalIterator(prefetchPartitions=True):
-                    handle.write(row[0])
+                for row in merge.ordered(rows, out.parent):
+                    handle.write(row[3])
                     progress.done += 1
             return
         assert bootstrap is not None
         header = F.struct(F.lit(QUERY_HEADER).alias("key"),
                           F.col(QUERY).cast("binary").alias("value"))
-        records = rows.select(F.lit(names.all_results).alias("topic"),
-                              F.col(KEY).cast("binary").alias("key"), "value",
-                              F.array(header).alias("headers"), TRIGGER, SEQ)
+        records = spark.createDataFrame(rows, output_schema()).select(
+            F.lit(names.all_results).alias("topic"), F.col(KEY).cast("binary").alias("key"),
+            "value", F.array(header).alias("headers"), TRIGGER, SEQ)
         streams.write(records, bootstrap, [TRIGGER, SEQ])
         progress.advance(progress.total)
     finally:
