@@ -84,25 +84,53 @@ def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
 
 def _retriable(error: KafkaError) -> bool:
     """Whether asking again can succeed. librdkafka flags only some of these retriable
-    on a ListOffsets answer, so the leader-movement codes are named here."""
+    on an admin answer, so the leader-movement and coordinator codes are named here."""
     from confluent_kafka import KafkaError
 
     return error.retriable() or error.code() in (
         KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.OFFSET_NOT_AVAILABLE,
-        KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT)
+        KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
+        KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR)
 
 
 def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
                   timeout: float = 30.0) -> dict[TP, int | None]:
-    """The group's committed offset per topic-partition (None where it has none)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    """The group's committed offset per topic-partition (None where it has none), as
+    stable offsets: no transaction of the group's is pending on them.
 
-    wanted = [TopicPartition(t, p) for t, p in tps]
-    request = [ConsumerGroupTopicPartitions(group, wanted)]
-    future = admin.list_consumer_group_offsets(request, request_timeout=timeout,
-                                               require_stable=True)[group]
-    result = answered(future, timeout, f"the offsets of group {group!r}")
-    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None)
-            for tp in result.topic_partitions}
+    A partition the broker answers with an error raises (after asking again until
+    `timeout` while the error is one asking again can cure: a transaction still
+    pending on the offset, a coordinator still loading after a restart), rather than
+    pass for "none committed": a worker that took it so would start that input from
+    the log's start, and evaluate again what its restored state already holds."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    waiting = {(t, p) for t, p in tps}
+    offsets: dict[TP, int | None] = {}
+    deadline = time.monotonic() + timeout
+    while waiting:
+        left = max(deadline - time.monotonic(), 1.0)
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p)
+                                                        for t, p in waiting])]
+        future = admin.list_consumer_group_offsets(request, request_timeout=left,
+                                                   require_stable=True)[group]
+        try:
+            result = answered(future, left, f"the offsets of group {group!r}")
+        except KafkaException as exc:
+            if not _retriable(exc.args[0]) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            continue
+        for tp in result.topic_partitions:
+            if tp.error is not None:
+                if not _retriable(tp.error) or time.monotonic() > deadline:
+                    raise KafkaException(tp.error)
+                continue
+            offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+            waiting.discard((tp.topic, tp.partition))
+        if waiting:
+            time.sleep(0.1)
+    return offsets

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Mapping
 from typing import Protocol
 
 from juggler.codec.avro import CodecError
-from juggler.kafka.offsets import group_offsets, log_ends
+from juggler.kafka.offsets import TP, log_ends
 from juggler.service.control_plane import ControlTask
 from juggler.service.held_state import TaskState, originals
 from juggler.service.job import TaskContext
@@ -42,8 +43,8 @@ class RestoreContext(TaskContext, Reader, Protocol):
     @property
     def tasks(self) -> dict[int, PartitionTask]: ...
 
-def assigned(worker: RestoreContext, fresh: list[PartitionTask],
-             control: ControlTask | None) -> None:
+def assigned(worker: RestoreContext, fresh: list[PartitionTask], control: ControlTask | None,
+             committed: Mapping[TP, int | None]) -> None:
     """`_assigned` with Python's cyclic garbage collector paused: a restore allocates
     millions of objects that live until it ends (state records, held events' values
     and events), and the collector's passes over them took 45% of the restore of
@@ -51,16 +52,17 @@ def assigned(worker: RestoreContext, fresh: list[PartitionTask],
     leaves for it is collected once it is enabled again."""
     gc.disable()
     try:
-        _assigned(worker, fresh, control)
+        _assigned(worker, fresh, control, committed)
     finally:
         gc.enable()
 
 
-def _assigned(worker: RestoreContext, fresh: list[PartitionTask],
-              control: ControlTask | None) -> None:
+def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: ControlTask | None,
+              committed: Mapping[TP, int | None]) -> None:
     """Restore the newly assigned tasks and, if given, the control task, from one read of
     all their partitions: the state partitions of the tasks that must be rebuilt and the
-    status topic, fetched together by one consumer.
+    status topic, fetched together by one consumer. `committed` is the group's
+    committed offset of each assigned partition, as the consumer was started at them.
 
     Why together: each partition read alone costs a consumer's start and a last fetch
     that waits for more, and they added up one after the other (1.4 s per partition
@@ -69,7 +71,6 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask],
     names = worker.names
     inputs = [(names.stream(s), t.partition) for t in fresh for s in worker.streams]
     inputs += [(names.fanout, t.partition) for t in fresh]
-    committed = group_offsets(worker.admin, worker.settings.app_id, inputs) if inputs else {}
     starts = log_ends(worker.admin, inputs, start=True) if inputs else {}
     current, rebuild = [], []
     for task in fresh:

@@ -31,12 +31,12 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException,
-                             Message, TopicPartition)
+from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError,
+                             KafkaException, Message, TopicPartition)
 
 from juggler.control.client import ControlError
 from juggler.kafka.client_log import client_log, stamp
-from juggler.kafka.offsets import log_ends
+from juggler.kafka.offsets import TP, group_offsets, log_ends
 from juggler.service import restore, settings_log
 from juggler.service.arrival import Input
 from juggler.service.clearance import Clearance
@@ -113,6 +113,10 @@ class JugglerWorker(Job):
         self._assigned = False
         self._stop = threading.Event()
         self._committed: dict[tuple[str, int], int] = {}
+        self._starts: dict[TP, int | None] = {}
+        """The group's committed offset of each assigned partition (None: none yet), read
+        at the assignment: where the consumer starts it (`_on_assign`), and what the
+        restore rebuilds the tasks to, so the two cannot disagree."""
         self._revoked: dict[int, PartitionTask] = {}
         """Tasks revoked by the rebalance under way: kept until the assignment shows
         whether they come back (then `restore.assigned` reuses them)."""
@@ -242,7 +246,7 @@ class JugglerWorker(Job):
             self.transactions.abandon()
         consumer, self.consumer = self.consumer, None
         self.tasks, self.control, self._revoked, self.clearance = {}, None, {}, None
-        self._committed, self._paused = {}, set()
+        self._committed, self._paused, self._starts = {}, set(), {}
         self._assigned, self._group_meta, self._highs = False, None, {}
         self._generation += 1
         self._publish_pages()
@@ -363,6 +367,7 @@ class JugglerWorker(Job):
             return  # a consumer closed after a failure: its tasks are gone already
         assert self.clearance is not None  # made with the consumer (`_loop`)
         self._generation += 1
+        self._start_at_committed(consumer, partitions)
         for tp in partitions:
             if tp.topic == self.names.control:
                 self.control = ControlTask(self)
@@ -375,6 +380,23 @@ class JugglerWorker(Job):
         self._publish_pages()
         log.info("assigned partitions %s%s", sorted(self.tasks),
                  " and the control partition" if self.control else "")
+
+    def _start_at_committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Assign `partitions` at the group's committed offsets as the worker reads them
+        (`kafka.offsets.group_offsets`), instead of letting the consumer look them up.
+
+        Why: after a broker restart librdkafka's own lookup can fail for a partition,
+        and the consumer then falls back on `auto.offset.reset` without a word; the
+        worker, its tasks restored to the committed state, evaluated the partition
+        again from the log's start (late events and duplicated results, seen once in
+        12 runs of two quick outages). Read here, a failed lookup raises and the worker
+        recovers (`recovery`); what the consumer starts from and what the restore
+        rebuilds to are the same read."""
+        committed = group_offsets(self.admin, self.settings.app_id,
+                                  [(tp.topic, tp.partition) for tp in partitions])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if offset is None else offset)
+                         for (topic, p), offset in committed.items()])
+        self._starts = committed
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if consumer is not self.consumer:
@@ -404,7 +426,7 @@ class JugglerWorker(Job):
         if fresh or control is not None:
             transactions.wait()  # restore reads the state topic up to its end
             t0 = time.monotonic()
-            restore.assigned(self, fresh, control)
+            restore.assigned(self, fresh, control, self._starts)
             _freeze_heap()
             if fresh:
                 log.info("restored partitions %s in %.1fs: %d queries, %d events held",
