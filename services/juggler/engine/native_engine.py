@@ -51,7 +51,7 @@ class NativeEngine:
     """The shared operator. See `QueryEngine` for the contract of each method."""
 
     def __init__(self, config: EngineConfig = EngineConfig(),
-                 registries: SharedRegistries | None = None) -> None:
+                 registries: SharedRegistries[NativeEngine] | None = None) -> None:
         """`registries`: the engines this one may copy registries from, and give them
         to (`shared_registry`)."""
         self.config = config

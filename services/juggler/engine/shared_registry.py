@@ -19,11 +19,10 @@ query the others did not, a copy was refused) builds its own, as before.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from juggler.engine.native_engine import NativeEngine
     from juggler.language.model import Query
 
 
@@ -44,17 +43,32 @@ class Lineage(NamedTuple):
         return Lineage(self.ops + 1, hash((self.digest, None, query_id)))
 
 
-class SharedRegistries:
+class Registrant(Protocol):
+    """What the registries tell engines apart by: an engine's lineage, and the config
+    that decides what its registry holds (only engines of one config copy each
+    other's)."""
+
+    @property
+    def lineage(self) -> Lineage: ...
+
+    @property
+    def config(self) -> Hashable: ...
+
+
+E = TypeVar("E", bound=Registrant)
+
+
+class SharedRegistries(Generic[E]):
     """The engines of a process that may copy each other's registries (held weakly:
     an engine gone with its task is no source)."""
 
     def __init__(self) -> None:
-        self._engines: weakref.WeakSet[NativeEngine] = weakref.WeakSet()
+        self._engines: weakref.WeakSet[E] = weakref.WeakSet()
 
-    def join(self, engine: NativeEngine) -> None:
+    def join(self, engine: E) -> None:
         self._engines.add(engine)
 
-    def at(self, lineage: Lineage, like: NativeEngine) -> NativeEngine | None:
+    def at(self, lineage: Lineage, like: E) -> E | None:
         """An engine other than `like`, with its config, whose lineage is `lineage`."""
         for engine in list(self._engines):
             if engine is not like and engine.lineage == lineage and engine.config == like.config:

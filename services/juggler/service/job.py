@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import RESULT, Codec
 from juggler.codec.bounded import encode_result_bounded, result_budget
+from juggler.engine.native_engine import NativeEngine
 from juggler.engine.shared_registry import SharedRegistries
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import client_log, stamp, watched
@@ -71,7 +72,7 @@ class TaskContext(Protocol):
     clock: LoopClock
     dead_letters: DeadLetters
     metrics: WorkerMetrics
-    registries: SharedRegistries
+    registries: SharedRegistries[NativeEngine]
 
     def arrival_order(self) -> ArrivalOrder: ...
 
@@ -123,7 +124,7 @@ class Job:
         self._result_headers: dict[str, bytes] = {}
         self._compiled: BoundedCache[tuple[str, str], Query] = BoundedCache(COMPILED_CACHE)
         self._fanout: BoundedCache[bytes | None, Command] = BoundedCache(FANOUT_CACHE)
-        self.registries = SharedRegistries()
+        self.registries: SharedRegistries[NativeEngine] = SharedRegistries()
         """The tasks' engines, which copy each other's registries (`shared_registry`)."""
 
     @property

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from juggler.codec.avro import RESULT, CodecError, result_record
+from juggler.codec.avro import CodecError, result_record
 from juggler.codec.bounded import ROW_OMITTED_HEADER
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
