@@ -142,7 +142,7 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
 def _process(bootstrap: str, workdir: Path, runtime: str, prefix: str,
              **settings: Any) -> tuple[Any, str]:
     """A runtime's process on topics of its own (`prefix`), and its app id."""
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     app_id = f"{APP_ID}-{prefix.rstrip('.')}"
     return WorkerProcess({"runtime": runtime, "bootstrap": bootstrap, "app_id": app_id,
@@ -330,7 +330,7 @@ def _layer(frame: str) -> str | None:
                 "_commit", "_publish", "_send_table", "_write", "_flag_repeats")):
         return "commit"
     if where.startswith(("prometheus_client/", "aiohttp/", "faust/web/",
-                         "juggler/service/metrics.py")) or func.startswith("Metrics."):
+                         "juggler/runtime/metrics.py")) or func.startswith("Metrics."):
         return "metrics"
     if func in ("FaustJob.stream_record", "events"):
         return "agent"
@@ -666,7 +666,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def phase_table(profiles: dict[str, dict[str, Any]]) -> list[str]:
     """The loop's phases (wall and CPU seconds, µs per event) per runtime side by side,
     then each process's CPU over the same stretch."""
-    from juggler.service.loop_clock import PHASES
+    from juggler.runtime.loop_clock import PHASES
 
     names = list(profiles)
     lines = ["| phase | " + " | ".join(f"{n} s | {n} CPU s | {n} µs/event" for n in names)

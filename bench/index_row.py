@@ -18,7 +18,7 @@ from typing import Any
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.kafka.names import QUERY_HEADER
-from juggler.service.results_store import index_row
+from juggler.runtime.results_store import index_row
 
 
 class Message:

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
                 events: list[Any], later: Iterator[Any],
                 args: argparse.Namespace) -> dict[str, Any]:
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     ceilings, engines, workers, lates = [], [], [], []
     profiles: list[dict[str, Any]] = []
@@ -184,7 +184,7 @@ def measure_group(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
     the results published."""
     from contextlib import ExitStack
 
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     prefix, app_id = f"g{count}.", f"{APP_ID}-group-{count}"
     with ExitStack() as stack:
@@ -328,7 +328,7 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
     from juggler.engine.native_engine import NativeEngine
     from juggler.kafka.names import stream_topic
     from juggler.language import compile_query
-    from juggler.service.settings import Settings
+    from juggler.runtime.settings import Settings
 
     codec = Codec()
     offsets: Counter[str] = Counter()
@@ -571,7 +571,7 @@ def _with_alerts(events: Iterator[Any]) -> Iterator[Any]:
 
 
 def _register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
-    from juggler.control.client import submit
+    from juggler.client.control import submit
     from juggler.wire.commands import RegisterCommand
 
     for query_id, text in queries:

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[str, Any]:
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     queries = selection_queries(n)
     prefix = f"sel{n}-{int(time.time())}."
@@ -125,7 +125,7 @@ def measure(bootstrap: str, workdir: Path, n: int, events: list[Any]) -> dict[st
 
 def register(bootstrap: str, prefix: str, queries: list[tuple[str, str]]) -> None:
     """All at once; returns when every one is accepted and LIVE in every partition."""
-    from juggler.control.client import submit_many
+    from juggler.client.control import submit_many
     from juggler.wire.commands import RegisterCommand
 
     done = submit_many(bootstrap, [RegisterCommand(q, text) for q, text in queries],

@@ -251,7 +251,7 @@ def measure(bootstrap: str, workdir: Path, config: dict[str, Any], query_name: s
             seconds: float, rate: float, seed: int, profile: bool) -> dict[str, Any]:
     """One worker with `config` and one query; both producer setups one after the
     other: per setup, latency, late events, missing results, estimated delays."""
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     query = QUERIES[query_name]
     prefix = f"lat{seed}-{query_name[0]}{int(time.time() * 1000) % 10**8}."

@@ -73,7 +73,7 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def measure(bootstrap: str, workdir: Path, requests: int, events: int) -> dict[str, Any]:
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     workload = workload_j(100, 0.5)
     backlog = list(islice(_with_alerts(workload.events()), events))

@@ -100,9 +100,9 @@ def _child(n: int) -> dict[str, Any]:
 
 def through_worker(n: int, repeats: int) -> dict[str, Any]:
     """`submit_many` of n rules to live everywhere, then restarts to ready."""
-    from juggler.control.client import submit_many
+    from juggler.client.control import submit_many
     from juggler.kafka.broker import broker_or_env, free_port
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
     from juggler.wire.commands import RegisterCommand
 
     out: dict[str, Any] = {"n": n, "restarts": []}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.kafka_selection import register, selection_queries
 from juggler.kafka.broker import broker_or_env, free_port
-from juggler.service.process import WorkerProcess
+from juggler.launcher import WorkerProcess
 
 PARTITIONS = 4
 

@@ -25,9 +25,9 @@ from typing import Any
 from juggler.codec.avro import Codec
 from juggler.kafka.broker import broker_or_env, free_port
 from juggler.kafka.client_config import client_config
-from juggler.service import held_state
-from juggler.service.process import WorkerProcess
-from juggler.service.topic_names import TopicNames
+from juggler.runtime import held_state
+from juggler.launcher import WorkerProcess
+from juggler.runtime.topic_names import TopicNames
 
 KEYS = 20
 QUERY = "SELECT * FROM B, H WHERE B.temp > H.vib MAXWINDOW 5 sec"

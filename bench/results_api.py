@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from juggler.kafka.broker import broker_or_env, free_port
-from juggler.service.process import WorkerProcess
+from juggler.launcher import WorkerProcess
 
 PARTITIONS = 4
 THRESHOLDS = {"hot10": 10, "hot30": 30, "hot50": 50, "hot70": 70, "hot85": 85}
@@ -161,7 +161,7 @@ def cpu_seconds(pid: int) -> float:
 def prepare(bootstrap: str, prefix: str, worker: WorkerProcess) -> None:
     """The queries registered, the events produced, and every result served."""
     from juggler.codec.avro import Codec
-    from juggler.control.client import submit_many
+    from juggler.client.control import submit_many
     from juggler.kafka.producer import EventProducer
     from juggler.wire.commands import RegisterCommand
 

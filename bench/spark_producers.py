@@ -30,7 +30,7 @@ from bench.report_sections import publish
 from juggler.codec.avro import Codec
 from juggler.kafka.broker import broker_or_env
 from juggler.kafka.producer import EventProducer
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 from juggler.spark import generate, replay
 from juggler.spark.progress import Progress
 from juggler.spark.session import spark_session

@@ -5,7 +5,7 @@ A snapshot before and one after a measured stretch (a backlog, a live run); thei
 difference gives
 
 - the worker's main loop by phase (`juggler_loop_seconds_total` and
-  `juggler_loop_cpu_seconds_total`, see `juggler.service.loop_clock`): what the loop
+  `juggler_loop_cpu_seconds_total`, see `juggler.runtime.loop_clock`): what the loop
   spent its wall time on, and how much of it the loop's thread had a core;
 - its clearances (`juggler_clearance_seconds`: the broker round trips a fetched record
   waits for before it may be taken, semantics 4a) and its transactions: how many, how
@@ -48,7 +48,7 @@ class Snapshot:
 
 
 def snapshot(worker: Any) -> Snapshot:
-    """`worker`: a `juggler.service.process.WorkerProcess` that is running."""
+    """`worker`: a `juggler.launcher.WorkerProcess` that is running."""
     _, text = worker.get("/metrics")
     phases: dict[str, float] = {}
     phases_cpu: dict[str, float] = {}
@@ -91,7 +91,7 @@ def profile(before: Snapshot, after: Snapshot, events: int, seconds: float) -> d
 
 def render(p: dict[str, Any]) -> list[str]:
     """Markdown: the loop's phases, the transactions, the CPU by process."""
-    from juggler.service.loop_clock import PHASES
+    from juggler.runtime.loop_clock import PHASES
 
     events, seconds = p["events"], p["seconds"]
     loop = sum(p["phases"].values())

@@ -23,7 +23,7 @@ from bench.peers import kstreams_topology
 from juggler import maven
 from juggler.codec.avro import default_schemas_dir
 from juggler.language import Query
-from juggler.service.process import log_tail, terminate
+from juggler.launcher import log_tail, terminate
 
 VERSION = "4.3.1"
 """Kafka Streams' version: the local broker's (`juggler.kafka.broker`)."""

@@ -147,7 +147,7 @@ def create_topics(bootstrap: str, prefix: str) -> None:
 
 
 def _worker(bootstrap: str, work: Path, prefix: str, **settings: Any) -> tuple[Any, str]:
-    from juggler.service.process import WorkerProcess
+    from juggler.launcher import WorkerProcess
 
     app_id = f"{APP_ID}-w-{prefix.rstrip('.')}"
     return WorkerProcess({"bootstrap": bootstrap, "app_id": app_id, "web_port": _free_port(),

@@ -28,7 +28,7 @@ import os
 import faust
 
 from juggler.faust.records import RESULT_CODEC, Repeats, Result
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 
 names = TopicNames(os.environ.get("JUGGLER_TOPIC_PREFIX", ""))
 bootstrap = os.environ.get("JUGGLER_BOOTSTRAP", "127.0.0.1:9092")

@@ -135,7 +135,7 @@ def worker_command(**options: object) -> None:
     options given here override them. See docs/worker.md, and docs/faust.md for
     `--runtime faust`.
     """
-    from juggler.service.settings import Settings
+    from juggler.runtime.settings import Settings
 
     try:
         settings = Settings.from_env(**options)
@@ -145,10 +145,11 @@ def worker_command(**options: object) -> None:
         _faust_worker(options)
         return
     from juggler.logs import log_to_stderr
-    from juggler.service.worker import JugglerWorker
+    from juggler.runtime.worker import JugglerWorker
+    from juggler.serving.http_api import serve
 
     log_to_stderr(settings.loglevel)
-    JugglerWorker(settings).run()
+    JugglerWorker(settings).run(serve)
 
 
 def _faust_worker(options: dict[str, object]) -> None:
@@ -256,8 +257,8 @@ def group_reset_settings(bootstrap: str, app_id: str, topic_prefix: str,
     the workers with their new settings (docs/worker.md, "One group, one set of
     settings"). Exit status 1 while the group has live members.
     """
-    from juggler.control.client import ControlError
-    from juggler.service.settings_log import reset
+    from juggler.client.control import ControlError
+    from juggler.runtime.settings_log import reset
 
     try:
         reset(bootstrap, topic_prefix, app_id, timeout)
@@ -274,8 +275,8 @@ def query_group() -> None:
 def _submit(bootstrap: str, command: Command, wait: bool, timeout: float,
             topic_prefix: str = "") -> None:
     """Send `command`; with `wait`, until it is live in every partition (or rejected)."""
-    from juggler.control.client import ControlError, submit
-    from juggler.control.report import submission
+    from juggler.client.control import ControlError, submit
+    from juggler.client.report import submission
 
     try:
         sub = submit(bootstrap, command, wait=wait, timeout=timeout, prefix=topic_prefix)
@@ -343,8 +344,8 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
                  timeout: float, topic_prefix: str = "") -> None:
     """Register every query of a JSON-lines file in one go (one producer, one reader)."""
     from juggler.codec.jsonl import InputError, decode_json, parse_query_line
-    from juggler.control.client import ControlError, submit_many
-    from juggler.control.report import submissions
+    from juggler.client.control import ControlError, submit_many
+    from juggler.client.report import submissions
     from juggler.wire.commands import RegisterCommand
 
     commands = []
@@ -389,7 +390,7 @@ def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix:
 def _control_view(bootstrap: str, timeout: float, topic_prefix: str) -> Any:
     """The control topic read to its end; a broker that cannot be read is the user's
     error message, not a traceback."""
-    from juggler.control.client import ControlError, read_control
+    from juggler.client.control import ControlError, read_control
 
     try:
         return read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
@@ -409,7 +410,7 @@ def query_list(everything: bool, as_json: bool, bootstrap: str, topic_prefix: st
                timeout: float) -> None:
     """The registered queries: an accepted REGISTER is in effect (a rejected command
     changes nothing). With --all, every id of the control topic and where it stands."""
-    from juggler.control import report
+    from juggler.client import report
 
     view = _control_view(bootstrap, timeout, topic_prefix)
     for warning in view.warnings:
@@ -427,7 +428,7 @@ def query_show(query_id: str, as_json: bool, bootstrap: str, topic_prefix: str,
                timeout: float) -> None:
     """One query's text, state (registered, rejected, pending or deregistered) and
     status (exit 1 if the id never appeared)."""
-    from juggler.control import report
+    from juggler.client import report
 
     view = _control_view(bootstrap, timeout, topic_prefix)
     text, status = report.query_show(view.queries.get(query_id), query_id,
@@ -452,9 +453,9 @@ def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: flo
     import sys
 
     from juggler.codec.jsonl import InputError
-    from juggler.control.client import ControlError
-    from juggler.control.produce import lines_of, produce, source
-    from juggler.control.produce_progress import progress_bar
+    from juggler.client.control import ControlError
+    from juggler.client.produce import lines_of, produce, source
+    from juggler.client.produce_progress import progress_bar
 
     file = source(events)
     try:
@@ -504,8 +505,8 @@ def results_command(query_id: str, limit: int | None, from_beginning: bool, foll
                     topic_prefix: str, bootstrap: str) -> None:
     """Print QUERY's results as JSON lines (the shared results topic, or its own topic)."""
     from juggler.codec.avro import Codec
-    from juggler.control.tail import of_query, records, result_line
-    from juggler.service.topic_names import TopicNames
+    from juggler.client.tail import of_query, records, result_line
+    from juggler.runtime.topic_names import TopicNames
 
     names, codec, mine = TopicNames(topic_prefix), Codec(), of_query(query_id)
     own = names.results(query_id)
@@ -522,8 +523,8 @@ def deadletters_command(limit: int | None, from_beginning: bool, follow: bool,
                         topic_prefix: str, bootstrap: str) -> None:
     """Print the dead letters as JSON lines: where each came from, its kind and reason."""
     from juggler.codec.avro import Codec
-    from juggler.control.tail import dead_letter_line, records
-    from juggler.service.topic_names import TopicNames
+    from juggler.client.tail import dead_letter_line, records
+    from juggler.runtime.topic_names import TopicNames
 
     codec = Codec()
     _print_lines(records(bootstrap, [TopicNames(topic_prefix).deadletter],
@@ -542,9 +543,9 @@ def status_command(bootstrap: str, app_id: str, topic_prefix: str, timeout: floa
     from collections import defaultdict
 
     from juggler.codec.avro import Codec
-    from juggler.control.client import ControlError, read_control
+    from juggler.client.control import ControlError, read_control
     from juggler.kafka.group_progress import progress
-    from juggler.service.topic_names import TopicNames
+    from juggler.runtime.topic_names import TopicNames
 
     names = TopicNames(topic_prefix)
     topics = [names.stream(s) for s in Codec().stream_names()] + [names.fanout]
@@ -594,7 +595,7 @@ def progress_command(bootstrap: str, app_id: str, topic_prefix: str, wait: bool,
 
     from juggler.codec.avro import Codec
     from juggler.kafka.group_progress import progress
-    from juggler.service.topic_names import TopicNames
+    from juggler.runtime.topic_names import TopicNames
 
     names = TopicNames(topic_prefix)
     topics = [names.stream(s) for s in Codec().stream_names()] + [names.fanout]
@@ -646,7 +647,7 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
     """The whole service on this machine: a local Kafka broker, the topics, a worker,
     the ICU queries registered, simulated vitals produced in real time, and each
     query's results printed as they are committed."""
-    from juggler.control.client import ControlError
+    from juggler.client.control import ControlError
     from juggler.demo.run import DemoOptions, run
     from juggler.kafka.client_config import Security
 

@@ -15,7 +15,7 @@ import yaml
 
 from juggler.kafka.broker import DEFAULT_VERSION as KAFKA_VERSION
 from juggler.kafka.client_config import ENV_PREFIX, Security
-from juggler.service.settings import Settings
+from juggler.runtime.settings import Settings
 
 from deploy_parsers import ROOT, Compose, grafana_dashboards, parse_juggler_args
 

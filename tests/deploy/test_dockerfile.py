@@ -22,7 +22,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from deploy_parsers import ROOT
-from juggler.service.settings import Settings
+from juggler.runtime.settings import Settings
 
 
 @dataclass

@@ -16,7 +16,7 @@ import yaml
 
 from deploy_parsers import CHART, ROOT, Helm, grafana_dashboards, parse_juggler_args
 from juggler.kafka.client_config import ENV_PREFIX, Security
-from juggler.service.settings import Settings
+from juggler.runtime.settings import Settings
 
 CUSTOM: dict[str, Any] = {
     "replicaCount": 5,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_worker_harness import WorkerProcess, unique
 
-from juggler.control.client import submit_many
+from juggler.client.control import submit_many
 from juggler.wire.commands import DeregisterCommand, RegisterCommand
 
 pytestmark = pytest.mark.integration

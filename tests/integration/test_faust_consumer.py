@@ -31,7 +31,7 @@ from test_worker_harness import Client, WorkerProcess, diff, unique
 pytest.importorskip("faust")
 
 from juggler.wire.commands import parse_event_line  # noqa: E402
-from juggler.control.produce import lines_of, produce  # noqa: E402
+from juggler.client.produce import lines_of, produce  # noqa: E402
 from juggler.faust import records  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -133,7 +133,7 @@ def test_the_loop_time_by_phase_adds_up_to_at_most_the_worker_s_life(
     is processed took time; and together they never count more time than the
     process has lived (a phase counted twice would). On the Faust runtime the loop is
     `FaustJob.pump`, which need not poll nor decode (`FAUST_UNTIMED_PHASES`)."""
-    from juggler.service.loop_clock import PHASES
+    from juggler.runtime.loop_clock import PHASES
 
     prom = scraped_worker.prometheus
     lived = _lifetime(scraped_worker.worker.proc.pid)

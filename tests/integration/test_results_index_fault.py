@@ -18,7 +18,7 @@ import pytest
 from test_results_retention import wait_for
 from test_worker_harness import Client, WorkerProcess, unique
 
-from juggler.service.results_store import FAULT_ENV
+from juggler.runtime.results_store import FAULT_ENV
 
 pytestmark = pytest.mark.integration
 

@@ -59,7 +59,7 @@ def test_results_below_a_moved_log_start_are_no_longer_served(running) -> None:
     from confluent_kafka.admin import AdminClient
 
     from juggler.kafka.client_config import client_config
-    from juggler.service.results_api import encode_cursor
+    from juggler.serving.results_api import encode_cursor
 
     worker, client, app_id = running
     consumed = [client.names.stream(s) for s in "BHKT"] + [client.names.fanout]

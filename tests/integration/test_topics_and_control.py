@@ -120,7 +120,7 @@ def test_ensure_results_topic(topics: str) -> None:
 def read_commands(bootstrap: str, query_id: str) -> list[tuple[int, bytes, dict[str, Any]]]:
     """(offset, key, decoded value) of every command for `query_id` in juggler.control."""
     from juggler.codec.avro import COMMAND, Codec
-    from juggler.control.client import _read_all
+    from juggler.client.control import _read_all
 
     codec = Codec()
     return [(m.offset(), m.key(), codec.decode(COMMAND, m.value()))
@@ -204,7 +204,7 @@ def test_list_joins_the_latest_status_of_the_last_command(topics: str) -> None:
     from confluent_kafka import Producer
 
     from juggler.codec.avro import Codec
-    from juggler.control.client import read_control, submit
+    from juggler.client.control import read_control, submit
     from juggler.wire.commands import CommandStatus, RegisterCommand
 
     codec = Codec()

@@ -319,7 +319,7 @@ def test_metrics(setup, scenario) -> None:
 
 def test_a_tombstone_stops_nothing_and_query_list_keeps_the_text(setup, scenario) -> None:
     """Runs after the tests that count dead letters and metrics (module order)."""
-    from juggler.control.client import REGISTERED, read_control
+    from juggler.client.control import REGISTERED, read_control
 
     worker, client, app_id = setup
     tombstone = client.send_raw(client.names.control, b"q2", None)

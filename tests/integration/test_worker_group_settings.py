@@ -111,7 +111,7 @@ def test_a_faust_app_in_a_workers_group_stops_and_says_why(kafka_bootstrap: str,
                                                            tmp_path) -> None:
     """The Faust runtime checks the same settings before its app joins the group, and
     stops (status 78) instead of waiting: its web port starts with the app."""
-    from juggler.service.settings_log import REFUSED_EXIT
+    from juggler.runtime.settings_log import REFUSED_EXIT
 
     app_id = unique("gf")
     prefix = f"{app_id}."
@@ -141,10 +141,10 @@ def test_workers_starting_at_once_agree_on_one_claim(kafka_bootstrap: str) -> No
     from juggler.codec.avro import Codec
     from juggler.kafka.client_config import client_config
     from juggler.kafka.topics import apply_topics
-    from juggler.service.group_settings import GroupSettings
-    from juggler.service.settings import Settings
-    from juggler.service.settings_log import agree
-    from juggler.service.topic_names import TopicNames
+    from juggler.runtime.group_settings import GroupSettings
+    from juggler.runtime.settings import Settings
+    from juggler.runtime.settings_log import agree
+    from juggler.runtime.topic_names import TopicNames
 
     app_id = unique("gc")
     prefix = f"{app_id}."

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")
 
-from juggler.service import process  # noqa: E402
+from juggler import launcher as process  # noqa: E402
 
 
 def unique(prefix: str) -> str:
@@ -63,7 +63,7 @@ class Client:
     def __init__(self, bootstrap: str, prefix: str) -> None:
         from juggler.codec.avro import Codec
         from juggler.kafka.producer import EventProducer
-        from juggler.service.topic_names import TopicNames
+        from juggler.runtime.topic_names import TopicNames
 
         self.bootstrap = bootstrap
         self.names = TopicNames(prefix)
@@ -95,7 +95,7 @@ class Client:
 
     def command(self, action: str, query_id: str, text: str | None = None,
                 history: bool = False, own_topic: bool = False) -> int:
-        # produced directly, not through `juggler.control.client.submit`: tests send
+        # produced directly, not through `juggler.client.control.submit`: tests send
         # commands the client refuses (ids that cannot name a topic) to see the
         # worker reject them
         value = self.codec.encode("juggler.Command", {"action": action, "id": query_id,

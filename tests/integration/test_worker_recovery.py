@@ -177,7 +177,7 @@ def test_read_originals_reads_wanted_records_across_gaps(kafka_bootstrap: str) -
     from confluent_kafka import Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from juggler.service.readback import read_originals
+    from juggler.runtime.readback import read_originals
 
     topic = unique("orig")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juggler.service.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait
+from juggler.runtime.arrival import Apply, ArrivalOrder, Barrier, Pending, Take, Wait
 
 # helpers -------------------------------------------------------------------------------
 
@@ -562,7 +562,7 @@ def test_a_new_burst_waits_again_for_recently_active_partitions_only() -> None:
     """One producer writing two topics after a pause: B's records may be fetched a
     moment before K's. K was active a moment ago, so the burst waits for it again;
     T has been silent for longer than DORMANT_AFTER, so it is not waited for again."""
-    from juggler.service.arrival import DORMANT_AFTER
+    from juggler.runtime.arrival import DORMANT_AFTER
 
     order = ArrivalOrder(["B", "K", "T"], 500)
     order.cleared_epoch = 10

@@ -62,11 +62,11 @@ def test_samples_go_to_the_layer_of_their_innermost_known_frame() -> None:
         f"{agent};Stream._c_aiter (faust/streams.py:1180) 7",
         f"{agent};FaustJob.stream_record (juggler/faust/runtime.py:150) 2",
         f"{agent};FaustJob.stream_record (juggler/faust/runtime.py:150);"
-        "PartitionTask.add_many (juggler/service/task.py:105);"
+        "PartitionTask.add_many (juggler/runtime/task.py:105);"
         "Codec.stream_events (juggler/codec/avro.py:612) 3",
         f"{LOOP};FaustJob._run (juggler/faust/runtime.py:200);"
-        "PartitionTask.run (juggler/service/task.py:150);"
-        "PartitionTask._events (juggler/service/task.py:210);"
+        "PartitionTask.run (juggler/runtime/task.py:150);"
+        "PartitionTask._events (juggler/runtime/task.py:210);"
         "NativeEngine.process_batch_encoded (juggler/engine/native_engine.py:111) 11",
         f"{LOOP};FaustJob._run (juggler/faust/runtime.py:200);"
         "FaustJob._commit (juggler/faust/runtime.py:220);"

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from juggler.kafka import offsets
-from juggler.service import clearance
-from juggler.service.clearance import ClearanceAsker, Question
+from juggler.runtime import clearance
+from juggler.runtime.clearance import ClearanceAsker, Question
 
 CONTROL = ("juggler.control", 0)
 

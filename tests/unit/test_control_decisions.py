@@ -10,11 +10,11 @@ from prometheus_client import CollectorRegistry, Counter
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.kafka.names import REWRITTEN_HEADER
-from juggler.service.control_plane import ControlTask
-from juggler.service.job import COMPILED_CACHE, Job
-from juggler.service.task import Record, RoundCounts
-from juggler.service.topic_names import TopicNames
-from juggler.service.transactions import Outbox
+from juggler.runtime.control_plane import ControlTask
+from juggler.runtime.job import COMPILED_CACHE, Job
+from juggler.runtime.task import Record, RoundCounts
+from juggler.runtime.topic_names import TopicNames
+from juggler.runtime.transactions import Outbox
 
 
 class Context:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from juggler.control import client
+from juggler.client import control as client
 
 
 class _Clock:

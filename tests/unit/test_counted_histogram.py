@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from juggler.service.metrics import LATENCY_BUCKETS, _CountedHistogram
+from juggler.runtime.metrics import LATENCY_BUCKETS, _CountedHistogram
 
 NAME = "juggler_processing_latency_seconds"
 

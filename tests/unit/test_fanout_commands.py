@@ -14,13 +14,13 @@ from juggler.codec.bounded import result_budget
 from juggler.engine.events import Event
 from juggler.engine.shared_registry import SharedRegistries
 from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
-from juggler.service.deadletters import DeadLetters
-from juggler.service.job import COMPILED_CACHE, FANOUT_CACHE, Job
-from juggler.service.loop_clock import LoopClock
-from juggler.service.settings import Settings
-from juggler.service.task import PartitionTask, Record, RoundCounts
-from juggler.service.topic_names import TopicNames
-from juggler.service.transactions import Outbox
+from juggler.runtime.deadletters import DeadLetters
+from juggler.runtime.job import COMPILED_CACHE, FANOUT_CACHE, Job
+from juggler.runtime.loop_clock import LoopClock
+from juggler.runtime.settings import Settings
+from juggler.runtime.task import PartitionTask, Record, RoundCounts
+from juggler.runtime.topic_names import TopicNames
+from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import Command, DeregisterCommand, RegisterCommand
 
 PARTITIONS = 2

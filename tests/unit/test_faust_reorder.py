@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from juggler.faust.reorder import ReorderBuffer
-from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
+from juggler.runtime.arrival import Apply, Barrier, Pending, Take, Wait
 from test_arrival_order import take_all
 
 STREAMS = ["B", "H", "T"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from juggler.faust import state_table
 from juggler.faust.state_table import Mark, batch_records, restore
-from juggler.service.held_state import KEY, QUERY, key_meta, query_record, refs_key, refs_record
+from juggler.runtime.held_state import KEY, QUERY, key_meta, query_record, refs_key, refs_record
 
 P = 3
 

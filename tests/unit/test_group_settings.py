@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from juggler.codec.avro import Codec, default_schemas_dir
-from juggler.service.group_settings import CLAIM, RESET, GroupSettings, current, record
-from juggler.service.settings import Settings
+from juggler.runtime.group_settings import CLAIM, RESET, GroupSettings, current, record
+from juggler.runtime.settings import Settings
 
 CODEC = Codec()
 
@@ -76,8 +76,8 @@ def test_a_changed_schema_changes_the_fingerprint_and_is_named(tmp_path: Path) -
 
 def test_the_fingerprint_is_the_same_in_another_process() -> None:
     script = ("from juggler.codec.avro import Codec\n"
-              "from juggler.service.group_settings import GroupSettings\n"
-              "from juggler.service.settings import Settings\n"
+              "from juggler.runtime.group_settings import GroupSettings\n"
+              "from juggler.runtime.settings import Settings\n"
               "print(GroupSettings.of(Settings(allowed_lateness=7), 4, Codec()).fingerprint)")
     fingerprints = {
         subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,

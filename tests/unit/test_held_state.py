@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juggler.service import held_state
-from juggler.service.held_state import HeldRefs, TaskState
+from juggler.runtime import held_state
+from juggler.runtime.held_state import HeldRefs, TaskState
 
 LIMIT = 1_000_000
 TOPIC = "t.juggler.stream.B"

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from juggler.service.http_api import serve
-from juggler.service.loop_clock import LoopClock
-from juggler.service.metrics import WorkerMetrics
-from juggler.service.pages import Engine, Pages, Scrape
+from juggler.serving.http_api import serve
+from juggler.runtime.loop_clock import LoopClock
+from juggler.runtime.metrics import WorkerMetrics
+from juggler.runtime.pages import Engine, Pages, Scrape
 
 QUERY = {"id": "q1", "text": "SELECT * FROM B"}
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from juggler.service.http_api import serve
-from juggler.service.pages import EMPTY
+from juggler.serving.http_api import serve
+from juggler.runtime.pages import EMPTY
 
 
 def fake_worker() -> SimpleNamespace:

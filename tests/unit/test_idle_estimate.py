@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest import approx
 
-from juggler.service.arrival import (DELAY_BUCKET, DELAY_BUCKETS, DELAY_SAMPLES,
+from juggler.runtime.arrival import (DELAY_BUCKET, DELAY_BUCKETS, DELAY_SAMPLES,
                                      ArrivalOrder, IdleEstimate, Pending, Take, Wait)
 from test_arrival_order import take_all as take
 
@@ -435,7 +435,7 @@ def test_a_task_measures_by_append_time_when_its_records_carry_it() -> None:
     time; a record without one puts the window back on fetch times."""
     from test_task_results import FakeWorker
 
-    from juggler.service.task import PartitionTask, Record
+    from juggler.runtime.task import PartitionTask, Record
 
     worker = FakeWorker()
     task = PartitionTask(worker, 0)

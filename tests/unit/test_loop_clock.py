@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juggler.service.loop_clock import PHASES, LoopClock
+from juggler.runtime.loop_clock import PHASES, LoopClock
 
 
 @settings(max_examples=30, deadline=None)

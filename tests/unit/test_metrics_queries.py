@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from juggler.service.loop_clock import LoopClock
-from juggler.service.metrics import WorkerMetrics
-from juggler.service import pages
-from juggler.service.task import RoundCounts
+from juggler.runtime.loop_clock import LoopClock
+from juggler.runtime.metrics import WorkerMetrics
+from juggler.runtime import pages
+from juggler.runtime.task import RoundCounts
 
 
 def task(*queries: str) -> SimpleNamespace:

@@ -25,9 +25,9 @@ from juggler.engine.events import EngineConfig, Event, LateEvent
 from juggler.engine.rust_core import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.language import compile_query
-from juggler.service.task import PartitionTask, Record, RoundCounts
-from juggler.service.transactions import Outbox
-from juggler.service.worker import JugglerWorker
+from juggler.runtime.task import PartitionTask, Record, RoundCounts
+from juggler.runtime.transactions import Outbox
+from juggler.runtime.worker import JugglerWorker
 from test_task_results import FakeWorker
 
 X_SCHEMA = {"type": "record", "name": "X", "namespace": "juggler.stream", "fields": [

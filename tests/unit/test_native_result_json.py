@@ -21,7 +21,7 @@ from juggler.codec import framing
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.rust_core import result_json
 from juggler.kafka.names import QUERY_HEADER
-from juggler.service.results_store import Row, index_row
+from juggler.runtime.results_store import Row, index_row
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OTHER_HEADER = framing.single_object(b"\xff" * 8, b"")

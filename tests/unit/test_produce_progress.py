@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from juggler.control.produce import Produced
-from juggler.control.produce_progress import progress_bar
+from juggler.client.produce import Produced
+from juggler.client.produce_progress import progress_bar
 
 
 class Terminal(io.StringIO):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from juggler.service.recovery import Backoff, Unrecoverable, diagnose
-from juggler.service.transactions import CommitFailed
+from juggler.runtime.recovery import Backoff, Unrecoverable, diagnose
+from juggler.runtime.transactions import CommitFailed
 
 kafka = pytest.importorskip("confluent_kafka")
 KafkaError, KafkaException = kafka.KafkaError, kafka.KafkaException

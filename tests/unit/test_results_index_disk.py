@@ -19,8 +19,8 @@ from pathlib import Path
 
 from test_results_pages import OWN, SHARED, pages, row
 
-from juggler.service.results_api import encode_cursor
-from juggler.service.results_store import DELETE_BELOW, NEXT_KEY, ResultsStore, trim
+from juggler.serving.results_api import encode_cursor
+from juggler.runtime.results_store import DELETE_BELOW, NEXT_KEY, ResultsStore, trim
 
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
 SERVICES = Path(__file__).resolve().parents[2] / "services"
@@ -74,7 +74,7 @@ def test_a_store_never_stopped_is_removed_at_the_interpreters_exit() -> None:
     """Started or not: a worker that failed before its shutdown path (its HTTP port
     taken) exits normally without calling `stop`."""
     paths = run_python(f"""
-        from juggler.service.results_store import ResultsStore
+        from juggler.runtime.results_store import ResultsStore
         idle = ResultsStore({{}}, "t")
         running = ResultsStore({UNREACHABLE!r}, "t")
         running.start()
@@ -90,7 +90,7 @@ def test_the_indexing_process_removes_the_directory_when_the_worker_dies() -> No
     the indexing process, which outlives it a moment, removes the directory."""
     path, = run_python("""
         import os, sys
-        from juggler.service.results_store import ResultsStore
+        from juggler.runtime.results_store import ResultsStore
         store = ResultsStore({}, "t")
         store.start()
         print(store.path)

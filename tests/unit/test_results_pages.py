@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from juggler.service.results_api import BadCursor, decode_cursor, encode_cursor, page_body
-from juggler.service.results_store import ResultsStore
+from juggler.serving.results_api import BadCursor, decode_cursor, encode_cursor, page_body
+from juggler.runtime.results_store import ResultsStore
 
 SHARED, OWN = "juggler.results", "juggler.results.q1"
 
@@ -92,7 +92,7 @@ def test_the_indexing_process_runs_below_the_workers_priority() -> None:
     import os
     import time
 
-    from juggler.service.results_store import INDEX_NICENESS
+    from juggler.runtime.results_store import INDEX_NICENESS
 
     store = ResultsStore({"bootstrap.servers": "127.0.0.1:9", "log_level": 0}, SHARED)
     store.start()

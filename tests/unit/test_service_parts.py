@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-from juggler.service.results_api import BadCursor, decode_cursor, encode_cursor
-from juggler.service.settings import Settings
-from juggler.service.topic_names import TopicNames
+from juggler.serving.results_api import BadCursor, decode_cursor, encode_cursor
+from juggler.runtime.settings import Settings
+from juggler.runtime.topic_names import TopicNames
 
 
 def test_settings_from_env_and_overrides() -> None:
@@ -56,7 +56,7 @@ def test_restore_cursor_takes_wanted_records_and_names_the_gone() -> None:
     """The sequential read of a stream partition keeps the wanted offsets, ignores the
     others (and records fetched again after a seek), and reports a wanted offset it
     passes without meeting as gone."""
-    from juggler.service.readback import _Cursor
+    from juggler.runtime.readback import _Cursor
 
     cursor, got = _Cursor([3, 5, 9, 40]), {}
     for offset in (3, 4, 5, 6, 4, 7, 10):  # 4 again: a fetch from before a seek
@@ -70,7 +70,7 @@ def test_freezing_the_heap_collects_first_and_leaves_later_objects_to_the_collec
     import gc
     import weakref
 
-    from juggler.service.worker import _freeze_heap
+    from juggler.runtime.worker import _freeze_heap
 
     class Node:
         def __init__(self) -> None:

@@ -15,13 +15,13 @@ from juggler.engine.events import Event, LateEvent
 from juggler.engine.native_engine import NativeEngine
 from juggler.engine.shared_registry import SharedRegistries
 from juggler.language import ColumnType, compile_query
-from juggler.service.deadletters import DeadLetters
-from juggler.service.loop_clock import LoopClock
-from juggler.service.settings import Settings
-from juggler.service.task import ROW_OMITTED_HEADER, PartitionTask, Record, RoundCounts
-from juggler.service.topic_names import TopicNames
-from juggler.service.transactions import Outbox
-from juggler.service.worker import JugglerWorker
+from juggler.runtime.deadletters import DeadLetters
+from juggler.runtime.loop_clock import LoopClock
+from juggler.runtime.settings import Settings
+from juggler.runtime.task import ROW_OMITTED_HEADER, PartitionTask, Record, RoundCounts
+from juggler.runtime.topic_names import TopicNames
+from juggler.runtime.transactions import Outbox
+from juggler.runtime.worker import JugglerWorker
 
 CATALOG = {"B": {"temp": ColumnType.NUMBER, "note": ColumnType.STRING},
            "H": {"alert": ColumnType.BOOLEAN}}
@@ -137,7 +137,7 @@ def test_a_rounds_key_bounds_are_written_in_the_order_its_keys_were_first_taken(
     round first took each key."""
     import random
 
-    from juggler.service.held_state import KEY
+    from juggler.runtime.held_state import KEY
 
     worker = FakeWorker()
     task = task_with_queries(worker)

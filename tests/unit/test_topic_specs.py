@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from juggler.control.client import ControlView, QueryState, Sent, Submission, _state, _states
-from juggler.control import report
+from juggler.client.control import ControlView, QueryState, Sent, Submission, _state, _states
+from juggler.client import report
 from juggler.kafka.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
                                  validate_query_id)
 from juggler.kafka.topics import ApplyReport, TopicSpecError, load_specs

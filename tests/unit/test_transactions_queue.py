@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from juggler.service import transactions as tx
-from juggler.service.transactions import CommitFailed, Outbox, Transactions
+from juggler.runtime import transactions as tx
+from juggler.runtime.transactions import CommitFailed, Outbox, Transactions
 
 
 class FakeProducer:
@@ -57,7 +57,7 @@ def outbox(*values: str, offset: int, log: list[str]) -> Outbox:
 
 @pytest.fixture
 def txns(monkeypatch: pytest.MonkeyPatch) -> Transactions:
-    from juggler.service import transactions
+    from juggler.runtime import transactions
 
     monkeypatch.setattr(transactions, "Producer", FakeProducer)
     return Transactions({}, "t", 1000)
@@ -137,7 +137,7 @@ def test_a_transaction_stuck_in_the_client_fails_the_wait_and_the_worker_recover
     """librdkafka's `send_offsets_to_transaction` can block past its timeout once the
     group coordinator went away: the worker waiting for that transaction (a rebalance
     does) must fail as a recoverable commit failure, not stand still for good."""
-    from juggler.service.recovery import diagnose
+    from juggler.runtime.recovery import diagnose
 
     monkeypatch.setattr(tx, "STALLED_AFTER", 0.2)
     producer: FakeProducer = txns.producer  # type: ignore[assignment]

@@ -50,7 +50,7 @@ class DemoOptions:
     `JUGGLER_RUNTIME`'s, as for `juggler worker`, else the worker."""
 
     def __post_init__(self) -> None:
-        from juggler.service.settings import RUNTIMES
+        from juggler.runtime.settings import RUNTIMES
 
         if self.runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, "
@@ -79,11 +79,11 @@ def load_queries(path: Path) -> list[tuple[str, str]]:
 
 def run(options: DemoOptions, out: TextIO = sys.stdout) -> Tally:
     """Run the demo; returns the final counts (the CLI prints, tests assert)."""
-    from juggler.control.client import submit
+    from juggler.client.control import submit
     from juggler.kafka.broker import LocalBroker, free_port
     from juggler.kafka.topics import apply_topics
-    from juggler.service.process import WorkerProcess
-    from juggler.service.settings_log import reset
+    from juggler.launcher import WorkerProcess
+    from juggler.runtime.settings_log import reset
     from juggler.wire.commands import RegisterCommand
 
     say = _printer(out)

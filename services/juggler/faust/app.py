@@ -32,13 +32,13 @@ from faust.types import TP
 from faust.web import Request, Response, View
 
 from juggler.faust.runtime import FaustJob
-from juggler.service.http_api import json_errors, results_handler
-from juggler.service.http_auth import bearer_token
-from juggler.service.metrics import CONTENT_TYPE
-from juggler.service.job import FAILURE_EXIT
-from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
-from juggler.service.settings import Settings
-from juggler.service.settings_log import REFUSED_EXIT, agree
+from juggler.serving.http_api import json_errors, results_handler
+from juggler.serving.http_auth import bearer_token
+from juggler.runtime.metrics import CONTENT_TYPE
+from juggler.runtime.job import FAILURE_EXIT
+from juggler.runtime.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
+from juggler.runtime.settings import Settings
+from juggler.runtime.settings_log import REFUSED_EXIT, agree
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ restart must take again, are merged exactly by `ts` however late Faust fetches a
 
 from __future__ import annotations
 
-from juggler.service.arrival import ArrivalOrder, Barrier, Pending, Step, Wait
+from juggler.runtime.arrival import ArrivalOrder, Barrier, Pending, Step, Wait
 
 
 class ReorderBuffer(ArrivalOrder):

@@ -34,14 +34,14 @@ from juggler.faust import state_table
 from juggler.faust.reorder import ReorderBuffer
 from juggler.kafka.names import QUERY_HEADER
 from juggler.kafka.offsets import group_offsets, log_ends
-from juggler.service import held_state
-from juggler.service.control_plane import ControlTask
-from juggler.service.job import Job
-from juggler.service.metrics import WorkerMetrics
-from juggler.service.readback import read_originals
-from juggler.service.settings import Settings
-from juggler.service.task import PartitionTask, Record, RoundCounts
-from juggler.service.transactions import Outbox
+from juggler.runtime import held_state
+from juggler.runtime.control_plane import ControlTask
+from juggler.runtime.job import Job
+from juggler.runtime.metrics import WorkerMetrics
+from juggler.runtime.readback import read_originals
+from juggler.runtime.settings import Settings
+from juggler.runtime.task import PartitionTask, Record, RoundCounts
+from juggler.runtime.transactions import Outbox
 
 log = logging.getLogger(__name__)
 

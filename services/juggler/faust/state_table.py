@@ -1,6 +1,6 @@
 """A task's state in a Faust Table: the WES/JES state of each partition's operator.
 
-The records are the worker's state records (`juggler.service.held_state`: `r/` the held
+The records are the worker's state records (`juggler.runtime.held_state`: `r/` the held
 events of a round, `k/` a key's `maxts` and `floor`, `q/` a registered query, `h` the
 horizon), kept in one changelog-backed Table under `<partition>/<state key>`, written to
 changelog partition p and restored by Faust's own recovery when p is assigned. Like the
@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
-from juggler.service.held_state import REFS, TaskState
+from juggler.runtime.held_state import REFS, TaskState
 
 MARK = "m"
 PUBLISHING = "w"

@@ -26,7 +26,7 @@ from juggler.codec.avro import RESULT, Codec
 from juggler.engine.events import Result
 from juggler.kafka.names import QUERY_HEADER
 from juggler.language.model import TIMESTAMP, ColumnRef, Query
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 from juggler.spark import streams, wire
 from juggler.spark.archive import (
     KEY,

@@ -75,7 +75,7 @@ def generate_command(bootstrap: str, seed: int, count: int, rate: float | None, 
                      drift_phases: int, topic_prefix: str, archive: Path | None,
                      archive_format: str, schemas_dir: Path | None) -> None:
     """Synthetic events onto the stream topics (or into an archive)."""
-    from juggler.service.topic_names import TopicNames
+    from juggler.runtime.topic_names import TopicNames
     from juggler.spark import generate
     from juggler.spark.progress import Progress
 
@@ -112,7 +112,7 @@ def replay_command(bootstrap: str, from_archive: Path | None, from_topics: bool,
                    topic_prefix: str, source_prefix: str | None,
                    schemas_dir: Path | None) -> None:
     """Re-publish recorded events onto the stream topics in event-time order."""
-    from juggler.service.topic_names import TopicNames
+    from juggler.runtime.topic_names import TopicNames
     from juggler.spark import replay
     from juggler.spark.progress import Progress
 
@@ -174,7 +174,7 @@ def backfill_command(queries_file: Path | None, query_id: str | None, text: str 
     text), or else every query registered on the control topic. They all run in one
     pass over the archive, with the archive's control lines applied where they are.
     """
-    from juggler.service.topic_names import TopicNames
+    from juggler.runtime.topic_names import TopicNames
     from juggler.spark import backfill, shared
     from juggler.spark.progress import Progress, StageProgress
 
@@ -269,7 +269,7 @@ def _queries(queries_file: Path | None, query_id: str | None, text: str | None,
     given text, or the text of its last REGISTER on the control topic), or every query
     registered on the control topic."""
     from juggler.codec.jsonl import parse_query_line
-    from juggler.control.client import ControlError, read_control
+    from juggler.client.control import ControlError, read_control
     from juggler.language import compile_query
     from juggler.offline import BadInput as EvalBadInput
     from juggler.offline import read_checked

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from juggler.codec.avro import Codec
 from juggler.language.model import TIMESTAMP
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 from juggler.spark import streams, wire
 from juggler.spark.archive import KEY, POSITION, data_columns, write_archive
 from juggler.spark.errors import BadInput

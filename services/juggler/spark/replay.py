@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from juggler.codec.avro import Codec
 from juggler.kafka.names import STREAM_PREFIX
 from juggler.language.model import TIMESTAMP
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 from juggler.spark import streams
 from juggler.spark.archive import read_archive
 from juggler.spark.errors import BadInput

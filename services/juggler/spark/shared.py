@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from juggler.codec.avro import Codec
 from juggler.engine.events import EngineConfig, Event, LateEvent, Position, Result
 from juggler.language.model import TIMESTAMP, Query
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 from juggler.spark import merge, streams
 from juggler.spark.archive import (KEY, POSITION, data_columns, read_archive,
                                    read_control_lines, spark_type)

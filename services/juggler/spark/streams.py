@@ -18,7 +18,7 @@ from juggler.codec.avro import Codec
 from juggler.kafka import topics as kafka_topics
 from juggler.kafka.client_config import spark_options
 from juggler.language.model import TIMESTAMP
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.topic_names import TopicNames
 from juggler.spark import wire
 from juggler.spark.archive import KEY, data_columns
 from juggler.spark.errors import JobError

@@ -1,5 +1,5 @@
 //! `juggler_native.result_json`: the results index's per-result conversion
-//! (`crate::result_json`), for `juggler.service.results_store._row`.
+//! (`crate::result_json`), for `juggler.runtime.results_store._row`.
 
 use pyo3::prelude::*;
 

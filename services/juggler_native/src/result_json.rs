@@ -1,7 +1,7 @@
 //! A `juggler.Result` message as the JSON text the results index keeps and the HTTP
 //! API serves, read and written in one pass with no Python object per field.
 //!
-//! Why in Rust: the index (`juggler.service.results_store._row`) decoded each result
+//! Why in Rust: the index (`juggler.runtime.results_store._row`) decoded each result
 //! with fastavro into a dict and wrote it with `json.dumps`: 15 us per result, most of
 //! the indexing process's CPU on a machine it shares with the worker and the broker.
 //!

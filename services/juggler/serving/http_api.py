@@ -37,11 +37,11 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from juggler.kafka.offsets import log_ends
-from juggler.service.http_auth import Handler, bearer_token
-from juggler.service.metrics import CONTENT_TYPE
-from juggler.service.pages import JobView, Pages, WorkerView
-from juggler.service.results_store import ResultsStore
-from juggler.service.results_api import (
+from juggler.serving.http_auth import Handler, bearer_token
+from juggler.runtime.metrics import CONTENT_TYPE
+from juggler.runtime.pages import JobView, Pages, WorkerView
+from juggler.runtime.results_store import ResultsStore
+from juggler.serving.results_api import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     BadCursor,

@@ -27,9 +27,9 @@ import logging
 
 from juggler.codec.avro import CodecError
 from juggler.language import QueryError
-from juggler.service.job import TaskContext
-from juggler.service.task import Record, RoundCounts
-from juggler.service.transactions import Outbox
+from juggler.runtime.job import TaskContext
+from juggler.runtime.task import Record, RoundCounts
+from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
                                    DeregisterCommand, RegisterCommand, decode_command,
                                    encode_command, fanout_headers, is_rewritten,

@@ -26,7 +26,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from juggler.service.transactions import TRANSACTION_TIMEOUT_MS, CommitFailed
+from juggler.runtime.transactions import TRANSACTION_TIMEOUT_MS, CommitFailed
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 10.0

@@ -24,8 +24,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from juggler.kafka.offsets import ANSWER_GRACE, TP, group_offsets, log_ends
-from juggler.service.task import PartitionTask
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.task import PartitionTask
+from juggler.runtime.topic_names import TopicNames
 
 REQUEST_TIMEOUT = 30.0
 """Seconds each of a question's requests may take before it fails (the worker then

@@ -24,13 +24,13 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from juggler.control.client import ControlError, produce
+from juggler.client.control import ControlError, produce
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
 from juggler.kafka.offsets import answered
-from juggler.service.group_settings import CLAIM, RESET, Claim, GroupSettings, current, record
-from juggler.service.readback import Reader, read_partitions
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.group_settings import CLAIM, RESET, Claim, GroupSettings, current, record
+from juggler.runtime.readback import Reader, read_partitions
+from juggler.runtime.topic_names import TopicNames
 
 log = logging.getLogger(__name__)
 

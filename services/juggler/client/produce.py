@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from juggler.codec.jsonl import EventRecord, InputError, decode_json
-from juggler.control.client import ControlError, submit
+from juggler.client.control import ControlError, submit
 from juggler.wire.commands import Command, parse_event_line
 
 

@@ -1,6 +1,6 @@
 """The worker: one consumer-group member running tasks like a Kafka Streams instance.
 
-    JugglerWorker(Settings.from_env()).run()     # blocks; what `juggler worker` does
+    JugglerWorker(Settings.from_env()).run(serve)   # blocks; what `juggler worker` does
 
 One loop, one thread: fetch a batch of records and route it to the tasks (task p owns
 partition p of every stream topic and of the fanout topic; the range assignor gives
@@ -29,28 +29,28 @@ import sys
 import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError,
                              KafkaException, Message, TopicPartition)
 
-from juggler.control.client import ControlError
+from juggler.client.control import ControlError
 from juggler.kafka.client_log import client_log, stamp
 from juggler.kafka.offsets import TP, group_offsets, log_ends
-from juggler.service import restore, settings_log
-from juggler.service.arrival import Input
-from juggler.service.clearance import Clearance
-from juggler.service.control_plane import ControlTask
-from juggler.service.http_api import serve
-from juggler.service.job import FAILURE_EXIT, Job
-from juggler.service.metrics import WorkerMetrics
-from juggler.service.pages import EMPTY, Pages, Registered, Scrape
-from juggler.service.pages import take as take_pages
-from juggler.service.recovery import Backoff, Unrecoverable, diagnose
-from juggler.service.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
-from juggler.service.settings import Settings
-from juggler.service.task import PartitionTask, Record, RoundCounts
-from juggler.service.transactions import Outbox, Transactions
+from juggler.runtime import restore, settings_log
+from juggler.runtime.arrival import Input
+from juggler.runtime.clearance import Clearance
+from juggler.runtime.control_plane import ControlTask
+from juggler.runtime.job import FAILURE_EXIT, Job
+from juggler.runtime.metrics import WorkerMetrics
+from juggler.runtime.pages import EMPTY, Pages, Registered, Scrape
+from juggler.runtime.pages import take as take_pages
+from juggler.runtime.recovery import Backoff, Unrecoverable, diagnose
+from juggler.runtime.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
+from juggler.runtime.settings import Settings
+from juggler.runtime.task import PartitionTask, Record, RoundCounts
+from juggler.runtime.transactions import Outbox, Transactions
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,17 @@ round; at 700 the collector ran every few records, and the older generations' pa
 it triggers walked everything the buffers and the held-event tracker keep alive. On
 workload K offline (60,000 records, the loop's code without Kafka) collections took
 0.75 s of 3.2 s, and 0.17 s at 10,000."""
+
+
+class Listening(Protocol):
+    """A started HTTP port."""
+
+    @property
+    def port(self) -> int: ...
+
+
+Serve = Callable[["JugglerWorker", str, int, "str | None"], Listening]
+"""Starts the HTTP port on a worker: (worker, host, port, bearer token) -> the port."""
 
 
 class JugglerWorker(Job):
@@ -151,9 +162,11 @@ class JugglerWorker(Job):
 
     # the loop -------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, serve: Serve) -> None:
         """Consume, process and commit until SIGTERM/SIGINT; exit 70 on a failure the
-        worker cannot recover from by itself (`recovery`)."""
+        worker cannot recover from by itself (`recovery`). `serve` starts the HTTP port
+        on this worker (`juggler.serving.http_api.serve`): the serving layer reads the
+        runtime, so the runtime is handed it rather than importing it."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
         _, *older = gc.get_threshold()

@@ -25,11 +25,11 @@ from typing import Protocol
 
 from juggler.codec.avro import CodecError
 from juggler.kafka.offsets import TP, log_ends
-from juggler.service.control_plane import ControlTask
-from juggler.service.held_state import TaskState, originals
-from juggler.service.job import TaskContext
-from juggler.service.readback import Reader, read_originals, read_partitions
-from juggler.service.task import PartitionTask
+from juggler.runtime.control_plane import ControlTask
+from juggler.runtime.held_state import TaskState, originals
+from juggler.runtime.job import TaskContext
+from juggler.runtime.readback import Reader, read_originals, read_partitions
+from juggler.runtime.task import PartitionTask
 from juggler.wire.commands import CommandStatus
 
 log = logging.getLogger(__name__)

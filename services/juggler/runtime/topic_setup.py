@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from juggler.kafka import topics
-from juggler.service.settings import Settings
+from juggler.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 

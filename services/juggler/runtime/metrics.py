@@ -29,8 +29,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from juggler.engine.orders import STATIC_ORDERS, TYPES
 from juggler.codec.bounded import DEAD_LETTER_KINDS
-from juggler.service.loop_clock import PHASES, LoopClock
-from juggler.service.pages import Engine, JobView, Scrape
+from juggler.runtime.loop_clock import PHASES, LoopClock
+from juggler.runtime.pages import Engine, JobView, Scrape
 from juggler.wire.commands import ACTIONS, VERDICTS
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from juggler.codec.avro import Codec
-from juggler.service.settings import Settings
+from juggler.runtime.settings import Settings
 
 RUNTIME_SETTINGS = {
     "worker": ("max_idle_ms", "idle_estimate", "idle_margin_ms"),

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from juggler.control.produce import Produced
+from juggler.client.produce import Produced
 
 
 @contextlib.contextmanager

@@ -72,7 +72,7 @@ from juggler.kafka.client_log import client_log, unwatched, watched
 from juggler.kafka.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
-from juggler.service.recovery import Backoff
+from juggler.runtime.recovery import Backoff
 
 log = logging.getLogger(__name__)
 

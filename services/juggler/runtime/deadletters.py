@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from juggler.codec.avro import Codec
 from juggler.codec.bounded import dead_letter
-from juggler.service.topic_names import TopicNames
-from juggler.service.transactions import Outbox
+from juggler.runtime.topic_names import TopicNames
+from juggler.runtime.transactions import Outbox
 
 
 class Framing(Protocol):

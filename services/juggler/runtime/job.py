@@ -29,18 +29,18 @@ from juggler.kafka.client_log import client_log, stamp, watched
 from juggler.kafka.offsets import log_ends
 from juggler.language import compile_query
 from juggler.language.model import Query
-from juggler.service.arrival import ArrivalOrder, IdleEstimate
-from juggler.service.deadletters import DeadLetters
-from juggler.service.group_settings import GroupSettings
-from juggler.service.loop_clock import LoopClock
-from juggler.service.metrics import WorkerMetrics
-from juggler.service.pages import Scrape, TaskView
-from juggler.service.pages import scrape as scrape_tasks
-from juggler.service.readback import read_originals
-from juggler.service.results_store import ResultsStore
-from juggler.service.settings import Settings
-from juggler.service.topic_names import TopicNames
-from juggler.service.topic_setup import ensure_results_topic, ensure_worker_topics, partitions
+from juggler.runtime.arrival import ArrivalOrder, IdleEstimate
+from juggler.runtime.deadletters import DeadLetters
+from juggler.runtime.group_settings import GroupSettings
+from juggler.runtime.loop_clock import LoopClock
+from juggler.runtime.metrics import WorkerMetrics
+from juggler.runtime.pages import Scrape, TaskView
+from juggler.runtime.pages import scrape as scrape_tasks
+from juggler.runtime.readback import read_originals
+from juggler.runtime.results_store import ResultsStore
+from juggler.runtime.settings import Settings
+from juggler.runtime.topic_names import TopicNames
+from juggler.runtime.topic_setup import ensure_results_topic, ensure_worker_topics, partitions
 from juggler.wire.commands import Command, decode_command
 
 FAILURE_EXIT = 70

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from juggler.kafka.offsets import log_ends
-from juggler.service.settings import Settings
+from juggler.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 

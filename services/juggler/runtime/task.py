@@ -24,10 +24,10 @@ from juggler.engine.native_engine import NativeEngine
 from juggler.kafka.names import QUERY_HEADER
 from juggler.language import QueryError
 from juggler.language.model import Query
-from juggler.service import held_state
-from juggler.service.arrival import Apply, Barrier, Pending, Take, Wait
-from juggler.service.job import TaskContext
-from juggler.service.transactions import Outbox
+from juggler.runtime import held_state
+from juggler.runtime.arrival import Apply, Barrier, Pending, Take, Wait
+from juggler.runtime.job import TaskContext
+from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import (LIVE, CommandStatus, DeregisterCommand, RegisterCommand,
                                    barrier_of, control_offset_of)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from juggler.control.client import (DEREGISTERED, NOT_YET, PENDING, REFUSED, REGISTERED,
+from juggler.client.control import (DEREGISTERED, NOT_YET, PENDING, REFUSED, REGISTERED,
                                     ControlView, QueryState, Submission)
 from juggler.kafka.names import CONTROL, RESULTS_PREFIX
 from juggler.wire.commands import ACCEPTED, REGISTER

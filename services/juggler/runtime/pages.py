@@ -30,11 +30,11 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from juggler.engine.native_engine import NativeEngine, TypeCounters
-from juggler.service.arrival import ArrivalOrder
-from juggler.service.loop_clock import LoopClock
-from juggler.service.results_store import ResultsStore
-from juggler.service.settings import Settings
-from juggler.service.topic_names import TopicNames
+from juggler.runtime.arrival import ArrivalOrder
+from juggler.runtime.loop_clock import LoopClock
+from juggler.runtime.results_store import ResultsStore
+from juggler.runtime.settings import Settings
+from juggler.runtime.topic_names import TopicNames
 
 
 @dataclass(frozen=True)
