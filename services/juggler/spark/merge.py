@@ -7,16 +7,22 @@ results shuffles them and ran a 1 GB driver out of heap at 1.7 million results; 
 merge reads each result once and holds a batch per partition.
 
 Spark hands a partition to the driver only whole and one at a time
-(`toLocalIterator`), so each partition is first spilled to a file of pickled
-batches on the driver's disk, then the files are merged (`heapq.merge`) as streams.
+(`toLocalIterator`), and in local mode that partition and the executors' cache share
+the driver's heap. So the partitions hold their results as compressed batches
+(`packed`, zlib level 1: JSON lines shrink about sixfold), each partition is spilled
+as such to a file on the driver's disk, and the files are merged (`heapq.merge`) as
+streams, a batch per partition at a time.
 """
 
 from __future__ import annotations
 
 import heapq
 import pickle
+import struct
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from operator import itemgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -25,19 +31,43 @@ if TYPE_CHECKING:
     from pyspark import RDD
 
 BATCH = 4096
-"""Rows per pickled batch in a spill file: what the merge holds per partition."""
+"""Rows per compressed batch: what the merge holds per partition."""
+
+LENGTH = struct.Struct(">I")
+"""A batch's size in bytes, before it in a spill file."""
 
 ORDER = itemgetter(0, 1, 2)
 """A result row's place in eval's order: (trigger position, key, index in the trigger)."""
 
 
-def ordered(rows: RDD[tuple[Any, ...]], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
-    """Every row of `rows`, whose partitions are each in `ORDER`, merged into `ORDER`,
-    with spill files in a temporary directory under `spill_dir` (removed at the end)."""
+def packed(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, bytes]]:
+    """A partition's rows as (rows in the batch, the batch pickled and compressed)."""
+    rows = iter(rows)
+    while batch := list(islice(rows, BATCH)):
+        yield len(batch), zlib.compress(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL), 1)
+
+
+def unpacked(batch: tuple[int, bytes]) -> list[tuple[Any, ...]]:
+    return list(pickle.loads(zlib.decompress(batch[1])))
+
+
+def count(batches: RDD[tuple[int, bytes]]) -> int:
+    """The rows in `packed` batches."""
+    return int(batches.map(itemgetter(0)).sum())
+
+
+def ordered(batches: RDD[tuple[int, bytes]], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
+    """Every row of `packed` batches whose partitions are each in `ORDER`, merged
+    into `ORDER`, with spill files in a temporary directory under `spill_dir`
+    (removed at the end)."""
     with tempfile.TemporaryDirectory(prefix=".backfill-merge-", dir=spill_dir) as tmp:
         files: dict[int, IO[bytes]] = {}
         try:
-            _spill(rows, Path(tmp), files)
+            tagged = batches.mapPartitionsWithIndex(_tagged)
+            for partition, (_, blob) in tagged.toLocalIterator():
+                if partition not in files:
+                    files[partition] = open(Path(tmp) / str(partition), "w+b")
+                files[partition].write(LENGTH.pack(len(blob)) + blob)
             for handle in files.values():
                 handle.seek(0)
             yield from heapq.merge(*(_read(h) for h in files.values()), key=ORDER)
@@ -46,31 +76,11 @@ def ordered(rows: RDD[tuple[Any, ...]], spill_dir: Path) -> Iterator[tuple[Any, 
                 handle.close()
 
 
-def _spill(rows: RDD[tuple[Any, ...]], tmp: Path, files: dict[int, IO[bytes]]) -> None:
-    """Each partition's rows, in their order, to a file of its own."""
-    batches: dict[int, list[tuple[Any, ...]]] = {}
-
-    def flush(partition: int) -> None:
-        pickle.dump(batches.pop(partition), files[partition], pickle.HIGHEST_PROTOCOL)
-
-    for partition, row in rows.mapPartitionsWithIndex(_tagged).toLocalIterator():
-        if partition not in files:
-            files[partition] = open(tmp / str(partition), "w+b")
-        batch = batches.setdefault(partition, [])
-        batch.append(row)
-        if len(batch) >= BATCH:
-            flush(partition)
-    for partition in list(batches):
-        flush(partition)
-
-
 def _tagged(partition: int, rows: Iterable[Any]) -> Iterator[tuple[int, Any]]:
     return ((partition, row) for row in rows)
 
 
 def _read(handle: IO[bytes]) -> Iterator[tuple[Any, ...]]:
-    while True:
-        try:
-            yield from pickle.load(handle)
-        except EOFError:
-            return
+    while head := handle.read(LENGTH.size):
+        (size,) = LENGTH.unpack(head)
+        yield from unpacked((0, handle.read(size)))

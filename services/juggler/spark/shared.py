@@ -121,7 +121,8 @@ def output_schema() -> str:
     return f"{TRIGGER} long, {KEY} string, {SEQ} int, {QUERY} string, value binary"
 
 
-def evaluate(frame: DataFrame, plan: Plan, counters: dict[str, Any]) -> RDD[tuple[Any, ...]]:
+def evaluate(frame: DataFrame, plan: Plan,
+             counters: dict[str, Any]) -> RDD[tuple[Any, ...]]:
     """Each partition through one engine: rows (trigger position, key, seq within the
     trigger's results, eval's JSON line or the query and its encoded `juggler.Result`),
     each partition's in that order (`juggler.spark.merge.ORDER`)."""
@@ -225,9 +226,10 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
     context = spark.sparkContext
     counters = {name: context.accumulator(0) for name in ("late", "malformed")}
     frame = arrivals(spark, archive, codec, context.defaultParallelism)
-    rows = evaluate(frame, shared, counters).persist(StorageLevel.MEMORY_AND_DISK)
+    batches = evaluate(frame, shared, counters).mapPartitions(merge.packed)
+    batches.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        progress.total = rows.count()
+        progress.total = merge.count(batches)
         progress.note(f"{len(queries):,} queries and {len(shared.commands):,} control "
                       f"lines over the archive: {progress.total:,} results; "
                       f"{counters['late'].value:,} late and "
@@ -235,17 +237,18 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
         if out is not None:
             with atomic_outputs(out) as (handle,):
                 assert handle is not None
-                for row in merge.ordered(rows, out.parent):
+                for row in merge.ordered(batches, out.parent):
                     handle.write(row[3])
                     progress.done += 1
             return
         assert bootstrap is not None
         header = F.struct(F.lit(QUERY_HEADER).alias("key"),
                           F.col(QUERY).cast("binary").alias("value"))
+        rows = batches.flatMap(merge.unpacked)
         records = spark.createDataFrame(rows, output_schema()).select(
             F.lit(names.all_results).alias("topic"), F.col(KEY).cast("binary").alias("key"),
             "value", F.array(header).alias("headers"), TRIGGER, SEQ)
         streams.write(records, bootstrap, [TRIGGER, SEQ])
         progress.advance(progress.total)
     finally:
-        rows.unpersist()
+        batches.unpersist()
