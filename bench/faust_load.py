@@ -467,11 +467,11 @@ class Watch:
 def peak_memory(pid: int) -> dict[str, int]:
     """Peak resident set in bytes (`VmHWM`, since the process started) of the runtime
     process `pid` and, summed, of its child processes (the results index)."""
-    return {"process": vm_hwm(_status(pid)),
-            "index": sum(vm_hwm(_status(c)) for c in worker_profile._children(pid))}
+    return {"process": vm_hwm(proc_status(pid)),
+            "index": sum(vm_hwm(proc_status(c)) for c in worker_profile.children(pid))}
 
 
-def _status(pid: int) -> str:
+def proc_status(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/status").read_text()
     except OSError:

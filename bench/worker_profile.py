@@ -66,7 +66,7 @@ def snapshot(worker: Any) -> Snapshot:
                     histograms[name][-1.0] = sample.value
     pid = worker.proc.pid
     cpu = {"worker": _cpu(pid),
-           "results index": sum(_cpu(child) for child in _children(pid)),
+           "results index": sum(_cpu(child) for child in children(pid)),
            "broker": sum(_cpu(broker) for broker in _brokers())}
     return Snapshot(phases, phases_cpu, histograms, cpu)
 
@@ -164,7 +164,7 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:

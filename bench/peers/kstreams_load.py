@@ -48,7 +48,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.faust_load import _status, peak_memory, vm_hwm
+from bench.faust_load import peak_memory, proc_status, vm_hwm
 from bench.kafka_load import (KEPT_UP, LATENESS_MS, PARTITIONS, _free_port, _metric, _register,
                               _results, _wait_committed, _wait_registered, _with_alerts,
                               committed_records, last_offsets, measure_latency,
@@ -196,7 +196,7 @@ def backlog(bootstrap: str, work: Path, prefix: str, queries: list[tuple[str, st
         _wait_committed(bootstrap, app.app_id, last_offsets(where), plan.timeout)
         assert app.running_at is not None
         k = {"rate": len(events) / (time.perf_counter() - app.running_at),
-             "startup": app.startup, "memory": vm_hwm(_status(app.pid))}
+             "startup": app.startup, "memory": vm_hwm(proc_status(app.pid))}
     k |= compare(want, kstreams_results(bootstrap, prefix))
     if not k["equal"]:
         log(f"  kstreams' results differ; its log: {app.log}\n{app.log_tail()}")
@@ -239,7 +239,7 @@ def latency(bootstrap: str, work: Path, n: int, queries: list[tuple[str, str]],
                                           plan.latency_seconds, committed=app.app_id,
                                           results=(results_topic(prefix),
                                                    kstreams_sources(prefix)))
-        out["kstreams"]["memory"] = vm_hwm(_status(app.pid))
+        out["kstreams"]["memory"] = vm_hwm(proc_status(app.pid))
     log(f"  n={n} live at {rate:,.0f} ev/s: worker p50 {out['worker']['p50'] * 1000:,.0f} ms "
         f"p99 {out['worker']['p99'] * 1000:,.0f} ms; kstreams p50 "
         f"{out['kstreams']['p50'] * 1000:,.0f} ms p99 {out['kstreams']['p99'] * 1000:,.0f} ms")

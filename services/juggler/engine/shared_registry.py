@@ -13,7 +13,7 @@ taken only from an engine whose lineage is this engine's with the batch added, s
 is what registering the batch here would have made (the same bits, orders and
 results; how a list's entries are cut into blocks may differ with how the queries were
 batched, which no result shows). An engine that went another way (it registered a
-query the others did not, a copy was refused) builds its own, as before.
+query the others did not, a copy was refused) builds its own.
 """
 
 from __future__ import annotations

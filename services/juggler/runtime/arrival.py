@@ -25,8 +25,8 @@ its log end, asked at wall-clock time e, shows nothing new and e - D >= that `ts
 (minus `allowed_lateness`, which accepts what comes that much behind): whatever it gets
 later is appended after e, so its `ts` is above e - D. The deadline for a head of `ts`
 t is therefore the earlier of the `max_idle_ms` one and t + D - L on the wall clock,
-and the log end must be asked after it as before. Only the producer's side has to stay
-within D: a record the worker is slow to fetch is in the log, and the log-end rule
+and the log end must be asked after it, as after the `max_idle_ms` one. Only the
+producer's side has to stay within D: a record the worker is slow to fetch is in the log, and the log-end rule
 waits for it. A partition without an estimate (never spoke, or silent for a minute) and
 one replaying old events (D above the cap) are waited for `max_idle_ms`; so is every
 partition by a record that is itself more than `max_idle_ms` old (a replay, an upload,
