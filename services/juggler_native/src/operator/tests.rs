@@ -379,7 +379,7 @@ fn a_copied_registry_answers_as_registering_the_same_queries() {
                         let mut preds = vec![PredSpec::Range { id: t as u32, stream: 0, slot: 1, lower: rng.below(2) == 0, tf: t as f64, ti: t as i128 }];
                         let streams = if rng.below(2) == 0 { vec![0] } else {
                             let d = rng.below(40) as i64 - 20;
-                            preds.push(PredSpec::PairRange { id: 1000 + d as u32, l: (0, 2), r: (1, 1), lower: true, factor: one, tf: d as f64, ti: d as i128 });
+                            preds.push(PredSpec::PairRange { id: (1000 + d) as u32, l: (0, 2), r: (1, 1), lower: true, factor: one, tf: d as f64, ti: d as i128 });
                             vec![0, 1]
                         };
                         QuerySpec { streams, window: 10 + rng.below(50) as i64, preds }
