@@ -60,7 +60,7 @@ pub fn write(out: &mut Vec<u8>, names: &impl Names, q: &Query, ks: &KeyState, ke
             avro::map_start(out, q.from.iter().map(|&s| shape_of(s).0.len()).sum());
             for &s in &q.from {
                 let (store, i) = ks.event_of(hit, s);
-                let (slots, labels) = shape_of(s);
+                let (slots, labels) = names.shape(s, store.shape(i));
                 for (label, &slot) in labels.iter().zip(slots) {
                     out.extend_from_slice(label);
                     if !avro::row_value(out, store.value(i, slot)) {
