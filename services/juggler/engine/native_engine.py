@@ -125,7 +125,7 @@ class NativeEngine:
         it, see `COPY_SHARE`, or the operator refuses, see `Operator.copy_registry`)."""
         theirs = source._queries
         if len(queries) * COPY_SHARE < len(theirs) or any(
-                theirs.get(q.id) is not q and theirs.get(q.id) != q for q in queries):
+                theirs.get(q.id) != q for q in queries):
             return False
         if not self._op.copy_registry(source._op, [source._bits[q.id] for q in queries]):
             return False

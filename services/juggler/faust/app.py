@@ -14,7 +14,7 @@ writing the worker's topics, in the worker's records. Faust's vocabulary, thinly
   `/queries/<id>/results?after=<cursor>` from the results index the worker uses.
 
 A Faust app and a worker must not share an app id: they would join one consumer group
-(the settings check refuses the second, `service.settings_log`).
+(the settings check refuses the second, `runtime.settings_log`).
 """
 
 from __future__ import annotations

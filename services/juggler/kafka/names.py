@@ -14,7 +14,7 @@ CONTROL_FANOUT = "juggler.control.fanout"
 DEADLETTER = "juggler.deadletter"
 STATE = "juggler.state"
 SETTINGS = "juggler.settings"
-"""Per app id, the settings its members' results depend on (`service.group_settings`)."""
+"""Per app id, the settings its members' results depend on (`runtime.group_settings`)."""
 STREAM_PREFIX = "juggler.stream."
 RESULTS = "juggler.results"
 """Every query's results, keyed by entity key, the query id in the record and in the

@@ -4,7 +4,7 @@ Semantics 4a (docs/semantics.md): results depend only on what the topics hold, n
 on how many workers share the partitions. Each task runs with its owner's settings, so
 two members of one group (one app id) with different lateness would give partition 0
 one meaning and partition 1 another. `GroupSettings` is what a worker's results depend
-on, readable and as one fingerprint; the settings topic (`service.settings_log`) holds
+on, readable and as one fingerprint; the settings topic (`runtime.settings_log`) holds
 the group's, and a member whose fingerprint differs takes no partition.
 
 In the fingerprint: the runtime, the partition count the worker runs with, allowed

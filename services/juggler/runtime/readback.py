@@ -14,12 +14,10 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from juggler.kafka.offsets import log_ends
+from juggler.kafka.offsets import TP, log_ends
 from juggler.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
-
-TP = tuple[str, int]
 
 READ_WAIT = 0.05
 """Seconds one fetch of a read waits for more records: what is left after the last
@@ -40,6 +38,13 @@ class Reader(Protocol):
     def settings(self) -> Settings: ...
 
 
+def _consumer(reader: Reader) -> Consumer:
+    """A read_committed consumer for reading back, outside the worker's group."""
+    return Consumer({**reader.client_config, "group.id": f"{reader.settings.app_id}-restore",
+                     "enable.auto.commit": False, "isolation.level": "read_committed",
+                     "log_level": 3})
+
+
 def read_partitions(reader: Reader, tps: list[TP]) -> Iterator[
         tuple[TP, bytes | None, bytes | None, list[tuple[str, bytes]] | None]]:
     """((topic, partition), key, value, headers) of every committed record of the
@@ -48,9 +53,7 @@ def read_partitions(reader: Reader, tps: list[TP]) -> Iterator[
     left = {tp for tp, end in ends.items() if end > 0}
     if not left:
         return
-    consumer = Consumer({**reader.client_config, "group.id": f"{reader.settings.app_id}-restore",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "log_level": 3})
+    consumer = _consumer(reader)
     try:
         # the leaders known before the assignment: librdkafka asks where a partition
         # begins only once it knows the leader, else it retries after 500 ms
@@ -104,9 +107,7 @@ def read_originals(reader: Reader, wanted: dict[TP, list[int]], skip: int = SKIP
         _gone(tp, offsets[end:], f"at or past the log end {ends[tp]}")  # never sought
         if kept:
             left[tp] = _Cursor(kept)
-    consumer = Consumer({**reader.client_config, "group.id": f"{reader.settings.app_id}-restore",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "log_level": 3})
+    consumer = _consumer(reader)
     try:
         consumer.assign([TopicPartition(t, p, c.wanted[0]) for (t, p), c in left.items()])
         while left:

@@ -77,7 +77,7 @@ class Settings:
     web_port: int = 6066
     web_token: str | None = None
     """When set, HTTP requests (but `/health` and `/metrics`) need
-    `Authorization: Bearer <web_token>`; see `service.http_auth`."""
+    `Authorization: Bearer <web_token>`; see `serving.http_auth`."""
     schemas_dir: Path | None = None
     """Avro schemas (default: the codec's own default, the repo's `schemas/`)."""
     registry_url: str | None = None

@@ -194,9 +194,8 @@ class Transactions:
 
     def wait_for_room(self) -> None:
         """Until fewer than `QUEUE_MAX` messages wait behind the transaction in flight
-        (at once if so): the loop is far ahead of the commits, so let them catch up.
-        `submit` waits so too; a caller holding a lock others read under waits here
-        first, without it (the loop is the only submitter, so the room stays)."""
+        (at once if so): the loop is far ahead of the commits, so let them catch up
+        (`submit` waits here)."""
         with self._cond:
             while self._busy and self._queued is not None \
                     and len(self._queued[0].messages) >= QUEUE_MAX and self._failed is None:

@@ -548,7 +548,6 @@ class JugglerWorker(Job):
             return
         self.metrics.handed_over(counts)
         outbox.then(lambda: self.metrics.count(counts))
-        transactions.wait_for_room()
         transactions.submit(outbox, self._group_metadata(consumer))
         self._committed.update(outbox.offsets)
 

@@ -48,7 +48,8 @@ def packed(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, bytes]]:
 
 
 def unpacked(batch: tuple[int, bytes]) -> list[tuple[Any, ...]]:
-    return list(pickle.loads(zlib.decompress(batch[1])))
+    rows: list[tuple[Any, ...]] = pickle.loads(zlib.decompress(batch[1]))
+    return rows
 
 
 def count(batches: RDD[tuple[int, bytes]]) -> int:
@@ -83,4 +84,4 @@ def _tagged(partition: int, rows: Iterable[Any]) -> Iterator[tuple[int, Any]]:
 def _read(handle: IO[bytes]) -> Iterator[tuple[Any, ...]]:
     while head := handle.read(LENGTH.size):
         (size,) = LENGTH.unpack(head)
-        yield from unpacked((0, handle.read(size)))
+        yield from pickle.loads(zlib.decompress(handle.read(size)))

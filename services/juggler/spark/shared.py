@@ -23,7 +23,6 @@ otherwise use); pickling costs a small share next to the engine (docs/benchmarks
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace

@@ -169,7 +169,7 @@ def control_offset_of(headers: Headers) -> int:
 
 def rewritten_headers(original: int) -> list[tuple[str, bytes]]:
     """The headers of the control task's copy of the accepted REGISTER at `original`,
-    written again so compaction keeps it (`service.control_plane`)."""
+    written again so compaction keeps it (`runtime.control_plane`)."""
     return [(REWRITTEN_HEADER, str(original).encode())]
 
 
