@@ -4,7 +4,9 @@
     query = compile_query("q1", text, catalog)
 
 `model` holds the compiled shapes the engines consume; `compiler.compile_query` is the
-only entry point a caller needs; every user error is a `QueryError`.
+only entry point a caller needs, and `plans.QueryCompiler` the same for a caller that
+compiles many texts of a few shapes against one catalog; every user error is a
+`QueryError`.
 """
 
 from .compiler import Limits, compile_query, unknown_streams
@@ -24,9 +26,11 @@ from .model import (
     PredicateKind,
     Query,
 )
+from .plans import QueryCompiler
 
 __all__ = [
     "compile_query",
+    "QueryCompiler",
     "unknown_streams",
     "Limits",
     "QueryError",

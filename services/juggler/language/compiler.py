@@ -48,13 +48,22 @@ def compile_query(query_id: str, text: str, catalog: Catalog, limits: Limits = L
     Predicates come out in the order written, duplicates (equal after normalization)
     removed.
     """
+    check_length(query_id, text, limits)
+    return compile_syntax(query_id, parse(text, query_id), catalog, limits)
+
+
+def check_length(query_id: str, text: str, limits: Limits) -> None:
+    """The length limit, checked before any parsing, so oversized input costs nothing."""
     if len(text) > limits.max_length:
         line, column = position(text, limits.max_length)
         raise QueryError(
             query_id, None, line, column, f"a query of at most {limits.max_length} characters",
             f"{len(text)} characters", "the limit is configurable",
         )
-    syntax = parse(text, query_id)
+
+
+def compile_syntax(query_id: str, syntax: SyntaxQuery, catalog: Catalog, limits: Limits) -> Query:
+    """`compile_query` after the parse: `syntax` is the text's parse."""
     return _Compiler(query_id, syntax, catalog, limits).compile()
 
 

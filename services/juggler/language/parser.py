@@ -445,7 +445,7 @@ class _Builder:
         if kind == "column":
             return self.column(node.children[0])
         if kind == "string":
-            return StringLit(_unquote(str(node.children[0])), span)
+            return StringLit(unquote(str(node.children[0])), span)
         if kind == "boolean":
             return BoolLit(str(node.children[0]).lower() == "true", span)
         if depth >= MAX_NESTING:
@@ -470,7 +470,7 @@ class _Builder:
         raise AssertionError(f"unknown syntax node {kind}")  # grammar and walker out of sync
 
 
-def _unquote(literal: str) -> str:
+def unquote(literal: str) -> str:
     """Strip the quotes; a backslash makes the next character literal."""
     body = literal[1:-1]
     out: list[str] = []

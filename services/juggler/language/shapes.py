@@ -1,26 +1,29 @@
-"""Parsing by shape: a query that differs from one parsed before only in its numbers
-reuses that parse, with the numbers and positions put in.
+"""Parsing by shape: a query that differs from one parsed before only in its literals
+(numbers and strings) reuses that parse, with the literals and positions put in.
 
 A ward's alert rules are a few shapes with many constants (`... WHERE H.beatrate > c`
 for a thousand c), and Lark's parse is most of a compile. `parse` gives exactly what
 `parser.parse` gives, errors included, in a fraction of the time when the shape is
-known.
+known. (`plans.py` goes further for the simplest shapes: no syntax tree at all.)
 
-The shape of a text is the text with its numeric literals cut out. A scan finds them
-the way the grammar's lexer would: strings and names are skipped whole, so a digit in
-`'a5'` or `beat2` is not a number, and what is left that matches NUMBER is one. Two
-texts of one shape then lex alike but for the numbers' own characters: a number starts
-with a digit or `.`, which only NUMBER can match in any parser state; it never follows
-a name's character directly (the scan would have taken it into the name), so no
+The shape of a text is the text with its numeric and string literals cut out, and the
+kind of each. A scan finds them the way the grammar's lexer would: names are skipped
+whole, so a digit in `beat2` is not a number, strings are taken whole, so a digit in
+`'a5'` is part of the string, and what is left that matches NUMBER is one. Two texts of
+one shape then lex alike but for the literals' own characters: a number starts with a
+digit or `.`, which only NUMBER can match in any parser state; it never follows a
+name's character directly (the scan would have taken it into the name), so no
 keyword's, operator's or unit's boundary looks at it; and it holds no character that
-could continue the token before it. The parser sees the same token types, so builds the
-same tree. A shape is kept only when the scan's numbers are exactly the NUMBER tokens
-of its first parse, and only from a parse that succeeded.
+could continue the token before it. A string starts and ends with a quote, which no
+other token holds, and its extent is the one STRING's pattern gives. The parser sees
+the same token types, so builds the same tree. A shape is kept only when the scan's
+literals are exactly the NUMBER and STRING tokens of its first parse, and only from a
+parse that succeeded.
 
-Putting another text into the kept `SyntaxQuery`: every span moves by what the numbers
+Putting another text into the kept `SyntaxQuery`: every span moves by what the literals
 before it grew or shrank (spans start and end at token boundaries, so never inside a
-number), line and column are counted again on the new text, and each number's value is
-computed from its new text. A number that is not a valid literal (out of range, a
+literal), line and column are counted again on the new text, and each literal's value
+is computed from its new text. A number that is not a valid literal (out of range, a
 fractional millisecond) is left to `parser.parse`, which reports it as it always does.
 """
 
@@ -31,22 +34,35 @@ from bisect import bisect_right
 from dataclasses import replace
 from functools import cache
 from itertools import accumulate
+from typing import NamedTuple
 
 from juggler.bounded_cache import BoundedCache
 
 from .parser import (_UNIT_MILLIS, ColumnName, Comparison, Duration, Expr, LiteralError,
-                     NumberLit, Product, Signed, Span, StreamName, Sum, SyntaxQuery,
-                     duration_millis, lark_parser, leaves, number_value)
+                     NumberLit, Product, Signed, Span, StreamName, StringLit, Sum, SyntaxQuery,
+                     duration_millis, lark_parser, leaves, number_value, unquote)
 from .parser import parse as parse_text
 
 SHAPES = 1024
 """Shapes kept per process (least recently used dropped first). Each holds one parse of its text."""
 
 Regions = list[tuple[int, int]]
+NUMBER, STRING = "n", "s"
+"""A literal's kind in a shape."""
+
+Shape = tuple[tuple[str, ...], str]
+"""The pieces of a text between its literals, and the literals' kinds in order."""
+
+
+class Scan(NamedTuple):
+    """A text's shape, and where its literals are."""
+
+    shape: Shape
+    regions: Regions
 
 
 class _Shape:
-    """A parse of one text of the shape, and where that text's numbers are."""
+    """A parse of one text of the shape, and where that text's literals are."""
 
     def __init__(self, syntax: SyntaxQuery, regions: Regions) -> None:
         self.syntax = syntax
@@ -54,13 +70,14 @@ class _Shape:
         self.ends = [end for _, end in regions]
 
 
-_shapes: BoundedCache[tuple[str, ...], _Shape | None] = BoundedCache(SHAPES)
-"""Shape -> its parse, or None for a shape whose numbers are not its NUMBER tokens."""
+_shapes: BoundedCache[Shape, _Shape | None] = BoundedCache(SHAPES)
+"""Shape -> its parse, or None for a shape whose literals are not its tokens."""
 
 
-def parse(text: str, query_id: str = "?") -> SyntaxQuery:
-    """`parser.parse(text, query_id)`, reusing the parse of a text of the same shape."""
-    shape, regions = _shape(text)
+def parse(text: str, query_id: str = "?", scanned: Scan | None = None) -> SyntaxQuery:
+    """`parser.parse(text, query_id)`, reusing the parse of a text of the same shape;
+    `scanned` is `scan(text)` when the caller has it."""
+    shape, regions = scanned or scan(text)
     known = _shapes.get(shape)
     if known is not None:
         try:
@@ -69,40 +86,47 @@ def parse(text: str, query_id: str = "?") -> SyntaxQuery:
             pass  # parse_text reports it, at its place among the query's other errors
     syntax = parse_text(text, query_id)
     if shape not in _shapes:
-        numbers = sorted(_number_starts(syntax))
-        _shapes.put(shape, _Shape(syntax, regions) if numbers == [s for s, _ in regions] else None)
+        _shapes.put(shape, _Shape(syntax, regions) if tokens_are(syntax, Scan(shape, regions))
+                    else None)
     return syntax
 
 
 @cache
-def _scan() -> re.Pattern[str]:
-    """Strings, names, or (group 1) a number: the grammar's own terminals."""
+def _pattern() -> re.Pattern[str]:
+    """(group 1) a string, a name, or (group 2) a number: the grammar's own terminals."""
     def terminal(name: str) -> str:
         return lark_parser().get_terminal(name).pattern.to_regexp()
 
-    return re.compile(f"{terminal('STRING')}|{terminal('NAME')}|({terminal('NUMBER')})")
+    return re.compile(f"({terminal('STRING')})|{terminal('NAME')}|({terminal('NUMBER')})")
 
 
-def _shape(text: str) -> tuple[tuple[str, ...], Regions]:
-    """The text's pieces between numbers, and where the numbers are."""
+def scan(text: str) -> Scan:
+    """The text's shape, and where its literals are."""
     pieces: list[str] = []
+    kinds: list[str] = []
     regions: Regions = []
     last = 0
-    for match in _scan().finditer(text):
+    for match in _pattern().finditer(text):
         if match.lastindex:
             start, end = match.span()
             pieces.append(text[last:start])
+            kinds.append(STRING if match.lastindex == 1 else NUMBER)
             regions.append((start, end))
             last = end
     pieces.append(text[last:])
-    return tuple(pieces), regions
+    return Scan((tuple(pieces), "".join(kinds)), regions)
 
 
-def _number_starts(syntax: SyntaxQuery) -> list[int]:
-    """Where the parse's NUMBER tokens start: its number literals and its duration."""
-    starts = [node.span.start for node in leaves(syntax.window + syntax.where)
-              if isinstance(node, NumberLit)]
-    return starts + ([] if syntax.max_window is None else [syntax.max_window.span.start])
+def tokens_are(syntax: SyntaxQuery, scanned: Scan) -> bool:
+    """Whether the scan's literals are exactly the parse's NUMBER and STRING tokens: its
+    number and string literals and its duration's amount."""
+    found = [(node.span.start, NUMBER if isinstance(node, NumberLit) else STRING)
+             for node in leaves(syntax.window + syntax.where)
+             if isinstance(node, (NumberLit, StringLit))]
+    if syntax.max_window is not None:
+        found.append((syntax.max_window.span.start, NUMBER))
+    return sorted(found) == [(start, kind) for (start, _), kind
+                             in zip(scanned.regions, scanned.shape[1])]
 
 
 class _Moved:
@@ -157,6 +181,8 @@ class _Moved:
     def expr(self, node: Expr) -> Expr:
         if isinstance(node, NumberLit):
             return NumberLit(number_value(self.lexemes[node.span.start]), self.span(node.span))
+        if isinstance(node, StringLit):
+            return StringLit(unquote(self.lexemes[node.span.start]), self.span(node.span))
         if isinstance(node, ColumnName):
             return self.column(node)
         if isinstance(node, Signed):
@@ -165,7 +191,7 @@ class _Moved:
             return Sum(tuple((op, self.expr(t)) for op, t in node.terms), self.span(node.span))
         if isinstance(node, Product):
             return Product(tuple((op, self.expr(f)) for op, f in node.factors), self.span(node.span))
-        return replace(node, span=self.span(node.span))  # a string or boolean literal
+        return replace(node, span=self.span(node.span))  # a boolean literal
 
     def duration(self, duration: Duration) -> Duration:
         old = self.shape.syntax.text
