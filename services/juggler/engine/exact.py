@@ -43,7 +43,8 @@ def lower_threshold(op: Op, constant: Fraction) -> float:
     lets a strict comparison become a non-strict one on the next double.
     """
     near = to_float(constant)
-    if near > constant or (near == constant and op is Op.GE):
+    side = _side(near, constant)
+    if side > 0 or (side == 0 and op is Op.GE):
         return near
     return math.nextafter(near, math.inf)
 
@@ -51,9 +52,21 @@ def lower_threshold(op: Op, constant: Fraction) -> float:
 def upper_threshold(op: Op, constant: Fraction) -> float:
     """T such that, for every double v, `v op constant` iff `v <= T` (op is < or <=)."""
     near = to_float(constant)
-    if near < constant or (near == constant and op is Op.LE):
+    side = _side(near, constant)
+    if side < 0 or (side == 0 and op is Op.LE):
         return near
     return math.nextafter(near, -math.inf)
+
+
+def _side(near: float, constant: Fraction) -> int:
+    """The sign of `near - constant`, exactly, in integers: comparing a float with a
+    `Fraction` makes a `Fraction` of the float first, which took most of a threshold's
+    time, and a registration computes one per new constant."""
+    if math.isinf(near):
+        return 1 if near > 0 else -1
+    numerator, denominator = near.as_integer_ratio()
+    difference = numerator * constant.denominator - constant.numerator * denominator
+    return (difference > 0) - (difference < 0)
 
 
 def equality_key(constant: Key) -> Key | None:
