@@ -5,7 +5,7 @@ H.beatrate > c`, N distinct c), in process and through one worker.
                                  [--worker 100000 | --worker 0]
 
 In process, each size in a fresh process (`NativeEngine`, the queries compiled first
-and not timed): registering them one at a time and all at once (`register_many`, what
+as the worker compiles them, by shape, and timed apart): registering them one at a time and all at once (`register_many`, what
 a restore and a burst of commands use; in a second engine, so with the predicates'
 thresholds already computed, as for every partition's engine but the first), the
 same into a third engine that copies the second's registry (`shared_registry`, what
@@ -54,11 +54,12 @@ def in_process(n: int) -> dict[str, Any]:
     from juggler.engine.events import EngineConfig
     from juggler.engine.native_engine import NativeEngine
     from juggler.engine.shared_registry import SharedRegistries
-    from juggler.language import ColumnType, compile_query
+    from juggler.language import ColumnType, QueryCompiler
 
     catalog = {"H": {"beatrate": ColumnType.NUMBER, "vib": ColumnType.NUMBER}}
+    compiler = QueryCompiler(catalog)
     t0 = time.perf_counter()
-    queries = [compile_query(qid, text, catalog) for qid, text in rules(n)]
+    queries = [compiler.compile(qid, text) for qid, text in rules(n)]
     compile_s = time.perf_counter() - t0
     out: dict[str, Any] = {"n": n, "compile_us": compile_s / n * 1e6}
     gc.collect()

@@ -229,17 +229,19 @@ class NativeEngine:
         return query.id, list(query.streams), query.window, preds, select
 
     def _id(self, predicate: Predicate) -> int:
-        """The predicate's id, counting one more query using it."""
-        found = self._pred_ids.get(predicate)
-        if found is None:
-            if self._free_ids:
-                found = self._free_ids.pop()
+        """The predicate's id, counting one more query using it. The id a new one would
+        take is offered to `setdefault`, so the predicate is hashed once whether it is
+        new or not (hashing its `Fraction` is not cheap, and most of a burst is new)."""
+        free = self._free_ids
+        fresh = free[-1] if free else len(self._preds)
+        found = self._pred_ids.setdefault(predicate, fresh)
+        if found == fresh:  # no registered predicate holds a free id or the next one
+            if free:
+                free.pop()
                 self._preds[found] = predicate
             else:
-                found = len(self._preds)
                 self._preds.append(predicate)
                 self._pred_users.append(0)
-            self._pred_ids[predicate] = found
         self._pred_users[found] += 1
         return found
 
