@@ -27,7 +27,7 @@ from juggler.engine.shared_registry import SharedRegistries
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import client_log, stamp, watched
 from juggler.kafka.offsets import log_ends
-from juggler.language import compile_query
+from juggler.language import QueryCompiler
 from juggler.language.model import Query
 from juggler.runtime.arrival import ArrivalOrder, IdleEstimate
 from juggler.runtime.deadletters import DeadLetters
@@ -122,6 +122,7 @@ class Job:
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
+        self._compiler = QueryCompiler(self.catalog)
         self._compiled: BoundedCache[tuple[str, str], Query] = BoundedCache(COMPILED_CACHE)
         self._fanout: BoundedCache[bytes | None, Command] = BoundedCache(FANOUT_CACHE)
         self.registries: SharedRegistries[NativeEngine] = SharedRegistries()
@@ -161,12 +162,13 @@ class Job:
 
     def compiled(self, query_id: str, text: str) -> Query:
         """The query compiled once per process: the control task and every task register
-        the same text, and compiling is most of a registration's cost. Raises
+        the same text, and compiling is most of a registration's cost; a text of a shape
+        compiled before is compiled by its plan (`juggler.language.plans`). Raises
         `QueryError`."""
         key = (query_id, text)
         query = self._compiled.get(key)
         if query is None:
-            query = self._compiled.put(key, compile_query(query_id, text, self.catalog))
+            query = self._compiled.put(key, self._compiler.compile(query_id, text))
         return query
 
     def fanout_command(self, value: bytes | None) -> Command:
