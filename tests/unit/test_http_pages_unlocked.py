@@ -8,6 +8,7 @@ import json
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -29,7 +30,8 @@ def published() -> Pages:
                                                 "pending_commands": 0}},
                            "restoring": [], "control": True},
                  queries=(QUERY,),
-                 scrape=Scrape(engines=(Engine(task, manager, {"B": 3}, 1),), tasks=(task,),
+                 scrape=Scrape(engines=(Engine(task, manager, {"B": 3}, 1, (0, (), 1)),),
+                               tasks=(task,),
                                lags=(("juggler.stream.B", 0, 5),),
                                registered=frozenset({"q1"})))
 
@@ -47,8 +49,7 @@ class LiveTasks(dict):  # type: ignore[type-arg]
         raise AssertionError("a page read the live tasks")
 
 
-@pytest.fixture(scope="module")
-def busy_port() -> Iterator[int]:
+def busy_worker() -> SimpleNamespace:
     """A worker mid-round: its tasks must not be read, its snapshot is published."""
     worker = SimpleNamespace(ready=True, tasks=LiveTasks({0: None}),
                              unavailable=lambda: None, settings=SimpleNamespace(app_id="a"),
@@ -58,7 +59,12 @@ def busy_port() -> Iterator[int]:
     worker.restored_tasks = lambda: list(worker.tasks.values())
     worker.scrape = lambda: worker.pages.scrape
     worker.metrics = WorkerMetrics(worker)
-    yield serve(worker, "127.0.0.1", 0).port
+    return worker
+
+
+@pytest.fixture(scope="module")
+def busy_port() -> Iterator[int]:
+    yield serve(busy_worker(), "127.0.0.1", 0).port
 
 
 def get(port: int, path: str) -> bytes:
@@ -68,6 +74,15 @@ def get(port: int, path: str) -> bytes:
 
 def test_queries_answer_during_a_round(busy_port: int) -> None:
     assert json.loads(get(busy_port, "/queries")) == {"queries": [QUERY]}
+
+
+def test_queries_show_a_registration_in_the_next_snapshot() -> None:
+    worker = busy_worker()
+    port = serve(worker, "127.0.0.1", 0).port
+    assert json.loads(get(port, "/queries")) == {"queries": [QUERY]}
+    other = {"id": "q2", "text": "SELECT * FROM H"}
+    worker.pages = replace(published(), queries=(QUERY, other))
+    assert json.loads(get(port, "/queries")) == {"queries": [QUERY, other]}
 
 
 def test_progress_answers_during_a_round(busy_port: int) -> None:

@@ -19,8 +19,8 @@ def task(*queries: str) -> SimpleNamespace:
     """What the scrape reads of a partition task: its queries, and an engine and
     arrival order with nothing to report."""
     manager = SimpleNamespace(comparisons=Counter(), reorders=0, selectivity={}, order="AJW")
-    engine = SimpleNamespace(manager=manager, held_events=dict)
-    return SimpleNamespace(texts=dict.fromkeys(queries, "SELECT ..."), partition=0,
+    engine = SimpleNamespace(manager=manager, held_events=dict, lineage=())
+    return SimpleNamespace(texts=dict.fromkeys(queries, "SELECT ..."), partition=0, seq=0,
                            order=SimpleNamespace(inputs={}), engine=engine)
 
 

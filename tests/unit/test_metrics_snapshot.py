@@ -18,8 +18,8 @@ from juggler.runtime.task import RoundCounts
 
 def task(*queries: str, held: int = 0) -> SimpleNamespace:
     manager = SimpleNamespace(comparisons=Counter(), reorders=0, selectivity={}, order="AJW")
-    engine = SimpleNamespace(manager=manager, held_events=lambda: {"B": held})
-    return SimpleNamespace(texts=dict.fromkeys(queries, "SELECT ..."), partition=0,
+    engine = SimpleNamespace(manager=manager, held_events=lambda: {"B": held}, lineage=())
+    return SimpleNamespace(texts=dict.fromkeys(queries, "SELECT ..."), partition=0, seq=0,
                            order=SimpleNamespace(inputs={}), engine=engine)
 
 

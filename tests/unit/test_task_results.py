@@ -4,6 +4,7 @@ omits a row too large for one record."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from juggler.engine.native_engine import NativeEngine
 from juggler.engine.shared_registry import SharedRegistries
 from juggler.language import ColumnType, compile_query
 from juggler.runtime.deadletters import DeadLetters
+from juggler.runtime import pages
 from juggler.runtime.loop_clock import LoopClock
 from juggler.runtime.settings import Settings
 from juggler.runtime.task import ROW_OMITTED_HEADER, PartitionTask, Record, RoundCounts
@@ -163,3 +165,32 @@ def test_a_rounds_evaluation_publishing_and_state_records_are_timed_in_their_pha
     worker.clock.enter("other")
     assert all(worker.clock.seconds[p] > 0 for p in ("evaluate", "publish", "order", "state"))
     assert worker.clock.seconds["poll"] == poll
+
+
+def test_each_published_snapshot_shows_what_the_engine_holds_and_counted_then() -> None:
+    """The snapshot asks an engine again only when its task evaluated or registered
+    something (`pages.Engine.changes`): what it shows is still what the engine says."""
+    worker = FakeWorker()
+    task = task_with_queries(worker)
+    task.restored = True
+    view = SimpleNamespace(tasks={0: task}, restored_tasks=lambda: [task], pages=pages.EMPTY,
+                           high_watermark=lambda topic, p: None, progress=lambda tasks: {})
+    registered = pages.Registered()
+
+    def published() -> pages.Engine:
+        view.pages = pages.take(view, registered)
+        [engine] = view.pages.scrape.engines
+        assert engine.held == task.engine.held_events()
+        assert engine.manager.comparisons == task.engine.manager.comparisons
+        assert engine.queries == len(task.texts)
+        return engine
+
+    quiet = published()
+    assert published() is quiet
+    task._events(batch(worker, EVENTS), Outbox(), RoundCounts(), {})
+    assert sum(published().held.values()) > 0
+    task._events(batch(worker, EVENTS[4:5]), Outbox(), RoundCounts(), {})  # late only
+    published()
+    before = task.engine.manager.comparisons
+    task.engine.register(compile_query("again", QUERIES["all"], CATALOG), history=True)
+    assert published().manager.comparisons != before  # its history evaluated

@@ -48,7 +48,8 @@ class WorkerMetrics:
     """The worker's collectors, and its Prometheus text rendered once per published
     snapshot: rendering is most of a scrape's cost (the more so while the loop holds
     the interpreter), and every probe or scrape between two rounds would render the
-    same text again."""
+    same text again. Not kept longer: the loop's time by phase (`_LoopCollector`) moves
+    every round, even an idle one."""
 
     def __init__(self, worker: JobView) -> None:
         self.worker = worker

@@ -12,10 +12,13 @@ read-only views (`TaskView`, `JobView` for either runtime, `WorkerView` for the
 worker's own port): the worker and the Faust runtime each pass themselves, and a page
 or a collector depends on those few reads, not on the runtime that serves it.
 
-The registered queries are the exception to taking everything every round: listing
-them costs as much as there are, and during a burst of registrations they change every
-round, so taking them every round made registration cost grow with the square of the
-queries. They are taken again when they changed, at once while there are few
+An engine's counters are taken again only when its task evaluated or registered
+something since (`Engine.changes`): asking a quiet engine gives what the last snapshot
+holds.
+
+The registered queries are not taken every round either: listing them costs as much
+as there are, and during a burst of registrations they change every round, so taking
+them every round made registration cost grow with the square of the queries. They are taken again when they changed, at once while there are few
 (`FRESH_UP_TO`), else once `RETAKE` times as long as taking them last cost has passed:
 with many queries, a page may show them some rounds stale, and listing them takes at
 most about a `RETAKE`th of the loop.
@@ -48,6 +51,9 @@ class Engine:
     """Its predicate type manager's counters."""
     held: Mapping[str, int]
     queries: int
+    changes: tuple[int, object, int] = field(repr=False, compare=False)
+    """What moves whenever the counters above may have (`_changes`): while it stands,
+    the next snapshot keeps this one instead of asking the engine again."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,14 @@ class TaskView(Protocol):
     @property
     def texts(self) -> Mapping[str, str]:
         """The registered queries: id -> text."""
+
+    @property
+    def topic_of(self) -> Mapping[str, str]:
+        """Stream -> its topic."""
+
+    @property
+    def seq(self) -> int:
+        """Counts the events its engine accepted (`PartitionTask.seq`)."""
 
     @property
     def own_topic(self) -> Set[str]:
@@ -160,9 +174,9 @@ class WorkerView(JobView, Protocol):
 
     def unavailable(self) -> str | None: ...
 
-    def progress(self) -> dict[str, Any]: ...
-
-    def registered_queries(self) -> list[dict[str, str]]: ...
+    def progress(self, restored: Sequence[TaskView]) -> dict[str, Any]:
+        """What `/progress` shows of the `restored` tasks, without the log ends asked
+        now (`Pages.progress`)."""
 
 
 FRESH_UP_TO = 10_000
@@ -183,9 +197,8 @@ class Registered:
         self._seen: object = ()
         self._due = 0.0
 
-    def take(self, worker: WorkerView) -> None:
-        """Take them again from `worker`'s tasks if they changed and it is due."""
-        tasks = worker.restored_tasks()
+    def take(self, tasks: Sequence[TaskView]) -> None:
+        """Take them again from the restored `tasks` if they changed and it is due."""
         # what a registration or deregistration changes (`NativeEngine.lineage`), and
         # the texts a query that failed to register still adds
         seen = tuple((id(t), len(t.texts), t.engine.lineage) for t in tasks)
@@ -193,35 +206,68 @@ class Registered:
         if seen == self._seen or (started < self._due
                                   and sum(len(t.texts) for t in tasks) > FRESH_UP_TO):
             return
-        self.queries = tuple(worker.registered_queries())
+        self.queries = tuple(queries_of(tasks))
         self.ids = frozenset(q["id"] for q in self.queries)
         self._seen = seen
         now = time.monotonic()
         self._due = now + RETAKE * (now - started)
 
 
+def queries_of(tasks: Sequence[TaskView]) -> list[dict[str, str]]:
+    """The queries registered in `tasks`, each once, as `/queries` lists them."""
+    seen: dict[str, str] = {}
+    for task in tasks:
+        seen.update(task.texts)
+    return [{"id": qid, "text": text} for qid, text in seen.items()]
+
+
 def take(worker: WorkerView, registered: Registered) -> Pages:
-    """The pages' view of the worker's tasks now; called on the loop's thread."""
-    registered.take(worker)
-    return Pages(progress=worker.progress(), queries=registered.queries,
-                 scrape=scrape(worker, registered.ids))
+    """The pages' view of the worker's tasks now; called on the loop's thread. Each
+    engine's counters are asked again only where they may have changed since the
+    snapshot the worker published last (`Engine.changes`)."""
+    restored = worker.restored_tasks()
+    registered.take(restored)
+    return Pages(progress=worker.progress(restored), queries=registered.queries,
+                 scrape=_scrape(worker, restored, registered.ids, worker.pages.scrape.engines))
 
 
-def scrape(job: JobView, registered: frozenset[str] | None = None) -> Scrape:
-    """The metrics' view of `job`'s tasks now, for either runtime; `registered`, the ids
-    of the registered queries if already taken (`Registered`)."""
+def scrape(job: JobView) -> Scrape:
+    """The metrics' view of `job`'s tasks now, for either runtime, all of it taken."""
     restored = job.restored_tasks()
+    return _scrape(job, restored, frozenset(q for task in restored for q in task.texts), ())
+
+
+def _scrape(job: JobView, restored: Sequence[TaskView], registered: frozenset[str],
+            taken: Sequence[Engine]) -> Scrape:
+    """`scrape` of the `restored` tasks, `registered` the ids of their queries, keeping
+    each engine of `taken` whose task's `_changes` stand."""
     lags = []
     for task in restored:
         p = task.partition
         for stream, inp in task.order.inputs.items():
-            topic = job.names.stream(stream)
+            topic = task.topic_of[stream]
             offset = inp.next_offset()
             high = job.high_watermark(topic, p)
             if offset is not None and high is not None and high >= 0:
                 lags.append((topic, p, max(0, high - offset)))
-    return Scrape(engines=tuple(Engine(t, t.engine.manager, t.engine.held_events(), len(t.texts))
-                                for t in restored),
-                  tasks=tuple(job.tasks.values()), lags=tuple(lags),
-                  registered=frozenset(q for task in restored for q in task.texts)
-                  if registered is None else registered)
+    kept = {id(e.task): e for e in taken}
+    engines = []
+    for task in restored:
+        changes = _changes(task)
+        engine = kept.get(id(task))  # `taken` holds its tasks: no other has their ids
+        if engine is None or engine.changes != changes:
+            engine = Engine(task, task.engine.manager, task.engine.held_events(),
+                            len(task.texts), changes)
+        engines.append(engine)
+    return Scrape(engines=tuple(engines), tasks=tuple(job.tasks.values()), lags=tuple(lags),
+                  registered=registered)
+
+
+def _changes(task: TaskView) -> tuple[int, object, int]:
+    """What moves whenever the task's engine counters or held events may have: only
+    evaluating an event changes them (the engine's comparisons, order and selectivity,
+    and the held events, which an event adds and whose key's floor it moves), and every
+    event evaluated and not late is held (`seq`); registering or deregistering a query
+    changes them too (its history evaluated, its lists) and moves the lineage, and a
+    query that failed to register still adds its text."""
+    return task.seq, task.engine.lineage, len(task.texts)

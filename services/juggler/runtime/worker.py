@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError,
@@ -621,16 +621,16 @@ class JugglerWorker(Job):
 
     # progress -------------------------------------------------------------------------
 
-    def progress(self) -> dict[str, Any]:
-        """Per owned partition and input: the next offset to process against the log
-        end as last asked."""
+    def progress(self, restored: Sequence[PartitionTask]) -> dict[str, Any]:
+        """Per owned partition and input of the `restored` tasks: the next offset to
+        process against the log end as last asked."""
         parts = {}
-        for task in sorted(self.restored_tasks(), key=lambda t: t.partition):
+        for task in sorted(restored, key=lambda t: t.partition):
             p = task.partition
             inputs = {}
             delays = task.order.delays_ms()
             for stream, inp in task.order.inputs.items():
-                inputs[self.names.stream(stream)] = {
+                inputs[task.topic_of[stream]] = {
                     "processed": inp.next_offset(), "log_end": inp.end,
                     "buffered": len(inp.buffer), "delay_ms": delays[stream]}
             parts[str(p)] = {"restored": True, "inputs": inputs,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from confluent_kafka import KafkaException
 from juggler.kafka.offsets import log_ends
 from juggler.serving.http_auth import Handler, bearer_token
 from juggler.runtime.metrics import CONTENT_TYPE
-from juggler.runtime.pages import JobView, Pages, WorkerView
+from juggler.runtime.pages import JobView, WorkerView
 from juggler.runtime.results_store import ResultsStore
 from juggler.serving.results_api import (
     DEFAULT_LIMIT,
@@ -150,13 +150,15 @@ def _known(worker: JobView, store: ResultsStore, query_id: str, topic: str) -> b
 
 
 def _queries(worker: WorkerView) -> Page:
-    """The body rendered once per published snapshot."""
-    rendered: list[tuple[Pages, bytes]] = []
+    """The body rendered once per list of registered queries the loop took: a snapshot
+    is published every round, but it carries the same `queries` object until they are
+    taken again (`pages.Registered`)."""
+    rendered: list[tuple[tuple[Mapping[str, str], ...], bytes]] = []
 
     async def handler(request: web.Request) -> web.Response:
-        pages = worker.pages
-        if not rendered or rendered[-1][0] is not pages:
-            rendered[:] = [(pages, json.dumps({"queries": list(pages.queries)}).encode())]
+        queries = worker.pages.queries
+        if not rendered or rendered[-1][0] is not queries:
+            rendered[:] = [(queries, json.dumps({"queries": list(queries)}).encode())]
         return web.Response(body=rendered[-1][1], content_type="application/json",
                             charset="utf-8")
     return handler
