@@ -229,7 +229,7 @@ class Clearance:
                   owns_control: bool, epoch: int, generation: int) -> Question:
         known = owns_control and self._control_known
         fanout = tuple((self.names.fanout, p) for p in waiting)
-        idle = tuple((self.names.stream(inp.stream), p) for p in waiting
+        idle = tuple((tasks[p].topic_of[inp.stream], p) for p in waiting
                      for inp in tasks[p].order.inputs.values() if not inp.buffer)
         return Question(epoch, generation, tuple(waiting),
                         self._control_committed if known else None, not known, fanout, idle)

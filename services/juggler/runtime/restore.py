@@ -69,7 +69,7 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
     with 10,000 queries); read together, the broker serves them in the same fetches.
     Each distinct query is compiled once for all the tasks (`worker.compiled`)."""
     names = worker.names
-    inputs = [(names.stream(s), t.partition) for t in fresh for s in worker.streams]
+    inputs = [(topic, t.partition) for t in fresh for topic in t.topic_of.values()]
     inputs += [(names.fanout, t.partition) for t in fresh]
     starts = log_ends(worker.admin, inputs, start=True) if inputs else {}
     current, rebuild = [], []
@@ -105,7 +105,7 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
     for task in current:
         task.committed = None
         for stream, inp in task.order.inputs.items():
-            tp = (names.stream(stream), task.partition)
+            tp = (task.topic_of[stream], task.partition)
             inp.position = _start(committed[tp], starts[tp])
         fanout = (names.fanout, task.partition)
         task.order.barrier_position = _start(committed[fanout], starts[fanout])

@@ -571,7 +571,8 @@ class JugglerWorker(Job):
 
     def _update_positions(self, consumer: Consumer) -> None:
         """Each input's position (next offset to deliver, past transaction markers)."""
-        tps = [TopicPartition(self.names.stream(s), p) for p in self.tasks for s in self.streams]
+        tps = [TopicPartition(topic, p) for p, task in self.tasks.items()
+               for topic in task.topic_of.values()]
         tps += [TopicPartition(self.names.fanout, p) for p in self.tasks]
         control = self.control
         if control is not None:
@@ -591,7 +592,7 @@ class JugglerWorker(Job):
 
     def _refresh_ends(self, refresh: list[tuple[PartitionTask, Input]]) -> None:
         now = time.monotonic()
-        wanted = {(self.names.stream(inp.stream), task.partition): inp
+        wanted = {(task.topic_of[inp.stream], task.partition): inp
                   for task, inp in refresh if now - inp.end_at >= REFRESH_EVERY}
         if not wanted:
             time.sleep(REFRESH_EVERY)
@@ -607,7 +608,7 @@ class JugglerWorker(Job):
         pause, resume = [], []
         for p, task in self.tasks.items():
             for stream, inp in task.order.inputs.items():
-                tp = (self.names.stream(stream), p)
+                tp = (task.topic_of[stream], p)
                 if len(inp.buffer) >= limit and tp not in self._paused:
                     pause.append(tp)
                 elif len(inp.buffer) <= limit // 2 and tp in self._paused:
