@@ -73,7 +73,7 @@ def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
                 ends[(tp.topic, tp.partition)] = answered(future, left, "list offsets").offset
             except KafkaException as exc:
                 error = exc.args[0]
-                if not _retriable(error) or time.monotonic() > deadline:
+                if not retriable(error) or time.monotonic() > deadline:
                     raise
             else:
                 waiting.discard((tp.topic, tp.partition))
@@ -82,7 +82,7 @@ def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
     return ends
 
 
-def _retriable(error: KafkaError) -> bool:
+def retriable(error: KafkaError) -> bool:
     """Whether asking again can succeed. librdkafka flags only some of these retriable
     on an admin answer, so the leader-movement and coordinator codes are named here."""
     from confluent_kafka import KafkaError
@@ -120,13 +120,13 @@ def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
         try:
             result = answered(future, left, f"the offsets of group {group!r}")
         except KafkaException as exc:
-            if not _retriable(exc.args[0]) or time.monotonic() > deadline:
+            if not retriable(exc.args[0]) or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
             continue
         for tp in result.topic_partitions:
             if tp.error is not None:
-                if not _retriable(tp.error) or time.monotonic() > deadline:
+                if not retriable(tp.error) or time.monotonic() > deadline:
                     raise KafkaException(tp.error)
                 continue
             offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None

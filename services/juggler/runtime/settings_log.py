@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient
 from juggler.client.control import ControlError, produce
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
-from juggler.kafka.offsets import answered
+from juggler.kafka.offsets import answered, retriable
 from juggler.runtime.group_settings import CLAIM, RESET, Claim, GroupSettings, current, record
 from juggler.runtime.readback import Reader, read_partitions
 from juggler.runtime.topic_names import TopicNames
@@ -105,9 +105,8 @@ def reset(bootstrap: str, prefix: str, app_id: str, timeout: float) -> None:
 
 def _members(admin: Any, app_id: str, timeout: float) -> list[Any]:
     """The group's live members (none for a group that does not exist), asked again
-    while the broker's group coordinator is still loading (a broker just started)."""
-    busy = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-            KafkaError.NOT_COORDINATOR)
+    while the answer is an error asking again can cure (`retriable`: the group
+    coordinator still loading after a broker started, or moving)."""
     deadline = time.monotonic() + timeout
     while True:
         future = admin.describe_consumer_groups([app_id], request_timeout=timeout)[app_id]
@@ -117,6 +116,6 @@ def _members(admin: Any, app_id: str, timeout: float) -> list[Any]:
             error = exc.args[0]
             if error.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return []
-            if error.code() not in busy or time.monotonic() > deadline:
+            if not retriable(error) or time.monotonic() > deadline:
                 raise ControlError(f"cannot describe group {app_id!r}: {error.str()}") from None
         time.sleep(0.2)
