@@ -8,7 +8,7 @@ which an open transaction keeps above anything a read_committed reader can fetch
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, TypeVar
@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 
 TP = tuple[str, int]
 T = TypeVar("T")
+
+UNSTABLE_WAIT = 20.0
+"""Seconds `stable_offsets` waits for the group's committed offsets to be stable before
+it has what its caller may have left pending on them ended: another worker's open
+transaction holds them at most the transaction timeout (10 s) plus the coordinator's
+check for timed-out transactions (every 10 s by default)."""
 
 ANSWER_GRACE = 5.0
 """Seconds an admin request's answer may come after its own request timeout before
@@ -46,9 +52,10 @@ def answered(future: Future[T], timeout: float, what: str) -> T:
 
 
 def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
-             start: bool = False) -> dict[TP, int]:
+             start: bool = False, stable: bool = True) -> dict[TP, int]:
     """The last stable offset of each topic-partition (with `start`, the first offset
-    still in the log), in one request per broker.
+    still in the log; with `stable=False`, the high watermark), in one request per
+    broker.
 
     Partitions whose broker answers with a retriable error (NOT_LEADER_FOR_PARTITION
     while a new topic's leader is still being installed, or after a leader moved) are
@@ -66,7 +73,8 @@ def log_ends(admin: AdminClient, tps: Iterable[TP], timeout: float = 30.0, *,
     while waiting:
         left = max(deadline - time.monotonic(), 1.0)
         futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in waiting},
-                                     isolation_level=IsolationLevel.READ_COMMITTED,
+                                     isolation_level=IsolationLevel.READ_COMMITTED
+                                     if stable else IsolationLevel.READ_UNCOMMITTED,
                                      request_timeout=left)
         for tp, future in futures.items():
             try:
@@ -97,9 +105,10 @@ def retriable(error: KafkaError) -> bool:
 
 
 def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
-                  timeout: float = 30.0) -> dict[TP, int | None]:
+                  timeout: float = 30.0, *, stable: bool = True) -> dict[TP, int | None]:
     """The group's committed offset per topic-partition (None where it has none), as
-    stable offsets: no transaction of the group's is pending on them.
+    stable offsets: no transaction of the group's is pending on them (with
+    `stable=False`, the last committed ones, whatever is pending).
 
     A partition the broker answers with an error raises (after asking again until
     `timeout` while the error is one asking again can cure: a transaction still
@@ -116,7 +125,7 @@ def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
         request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p)
                                                         for t, p in waiting])]
         future = admin.list_consumer_group_offsets(request, request_timeout=left,
-                                                   require_stable=True)[group]
+                                                   require_stable=stable)[group]
         try:
             result = answered(future, left, f"the offsets of group {group!r}")
         except KafkaException as exc:
@@ -134,3 +143,48 @@ def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
         if waiting:
             time.sleep(0.1)
     return offsets
+
+
+def open_transactions(admin: AdminClient, tps: Iterable[TP]) -> list[TP]:
+    """The topic-partitions of `tps` on which a transaction is open: their last stable
+    offset is below their high watermark."""
+    tps = list(tps)
+    stable, high = log_ends(admin, tps), log_ends(admin, tps, stable=False)
+    return [tp for tp in tps if stable[tp] < high[tp]]
+
+
+def still_open(admin: AdminClient, tps: Iterable[TP], timeout: float) -> list[TP]:
+    """The topic-partitions of `tps` on which a transaction is still open after waiting
+    up to `timeout` seconds for each to have none (`open_transactions`): a
+    transaction's markers are written after its end returns to its producer."""
+    waiting = list(tps)
+    deadline = time.monotonic() + timeout
+    while waiting:
+        waiting = open_transactions(admin, waiting)
+        if not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    return waiting
+
+
+def stable_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
+                   end_pending: Callable[[dict[TP, int | None]], None],
+                   wait: float = UNSTABLE_WAIT) -> dict[TP, int | None]:
+    """`group_offsets`; if they stay unstable for `wait` seconds, `end_pending(the
+    offsets last committed)`, then `group_offsets` once more.
+
+    Why: a transactional offset commit can stay pending for good, with no transaction
+    left to end it (seen after two quick broker outages in a row: the worker's every
+    assignment then waited in vain, and it never resumed). Only a marker of the same
+    producer id ends it, so the caller, which owns that producer
+    (`Transactions.clear_pending`), is asked to write one."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    tps = list(tps)
+    try:
+        return group_offsets(admin, group, tps, wait)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.UNSTABLE_OFFSET_COMMIT:
+            raise
+    end_pending(group_offsets(admin, group, tps, stable=False))
+    return group_offsets(admin, group, tps)

@@ -47,6 +47,11 @@ class TopicNames:
     def all_results(self) -> str:
         return self.prefix + names.RESULTS
 
+    @property
+    def own_results_prefix(self) -> str:
+        """What every query's own results topic begins with."""
+        return self.prefix + names.RESULTS_PREFIX
+
     def results(self, query_id: str) -> str:
         """The topic of a query registered with its own topic."""
         return self.prefix + names.results_topic(query_id)

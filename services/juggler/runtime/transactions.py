@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from time import monotonic, perf_counter
 from typing import Any
@@ -62,6 +62,11 @@ CONCURRENT_TRANSACTIONS from the coordinator until that one's markers are writte
 `send_offsets_to_transaction` retries after the backoff: with the default it was 89% of
 a live worker's commit time, ~100 ms added to every round (confluent-kafka-python
 issue 967; the Java client lowered the same backoff in KAFKA-5477)."""
+
+
+HUNG_KEY = b"juggler.hung"
+"""The key of the records `end_hung` writes (and aborts): keyed, as the compacted state
+topic requires, by a key no query, entity or state record uses."""
 
 
 QUEUE_MAX = 20_000
@@ -314,6 +319,29 @@ class Transactions:
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     self.producer.poll(0.05)
+
+    def end_hung(self, partitions: Iterable[tuple[str, int]],
+                 offsets: Sequence[TopicPartition] = (), group_metadata: Any = None) -> None:
+        """Abort one transaction over `partitions` (a keyed null record to each, never
+        visible to a read_committed reader) and, with the consumer's group metadata,
+        over `offsets` for the group, once everything submitted is committed (raises
+        `CommitFailed` as `wait` does). Its abort markers end whatever this producer id
+        left open on those partitions (`hung`): a transaction is ended on a partition
+        only by a marker of its producer id there."""
+        self.wait()
+        producer = self.producer
+        producer.begin_transaction()
+        try:
+            self._produce((topic, None, HUNG_KEY, p, None) for topic, p in partitions)
+            if offsets:
+                producer.send_offsets_to_transaction(list(offsets), group_metadata, 30)
+            # delivered, so each partition is in the transaction: an abort purges
+            # what is still queued, and a purged record adds no partition
+            if producer.flush(30):
+                raise CommitFailed("records ending hung transactions were not delivered",
+                                   KafkaError(KafkaError._TIMED_OUT, "flush timed out"))
+        finally:
+            producer.abort_transaction(30)
 
     def abandon(self) -> None:
         """Give up what is submitted and not committed, for a worker closing its tasks

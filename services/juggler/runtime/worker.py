@@ -37,7 +37,8 @@ from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consum
 
 from juggler.client.control import ControlError
 from juggler.kafka.client_log import client_log, stamp
-from juggler.kafka.offsets import TP, group_offsets, log_ends
+from juggler.kafka.offsets import (TP, UNSTABLE_WAIT, log_ends, open_transactions,
+                                   stable_offsets, still_open)
 from juggler.runtime import restore, settings_log
 from juggler.runtime.arrival import Input
 from juggler.runtime.clearance import Clearance
@@ -299,6 +300,7 @@ class JugglerWorker(Job):
         transactions = self.transactions = Transactions(
             self.client_config, f"{settings.app_id}-{self.instance}", self.max_record_bytes,
             self.metrics.transaction_done)
+        self._end_hung(transactions)
         clearance = self.clearance = Clearance(self.admin, settings.app_id, self.names,
                                                self.streams, self.metrics.clearance.observe)
         consumer = self.consumer = Consumer({
@@ -405,11 +407,56 @@ class JugglerWorker(Job):
         12 runs of two quick outages). Read here, a failed lookup raises and the worker
         recovers (`recovery`); what the consumer starts from and what the restore
         rebuilds to are the same read."""
-        committed = group_offsets(self.admin, self.settings.app_id,
-                                  [(tp.topic, tp.partition) for tp in partitions])
+        committed = stable_offsets(self.admin, self.settings.app_id,
+                                   [(tp.topic, tp.partition) for tp in partitions],
+                                   lambda last: self._end_pending(consumer, last))
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if offset is None else offset)
                          for (topic, p), offset in committed.items()])
         self._starts = committed
+
+    def _end_hung(self, transactions: Transactions) -> None:
+        """End the transactions this worker's transactional id left open on the topics
+        it writes (`Transactions.end_hung`), before anything reads them.
+
+        Why: a single broker stopped while its transaction coordinator writes a
+        transaction's markers finds no leader for the partitions (its own are being
+        taken from it), and skips them for good ("Couldn't find leader endpoint ...
+        can be skipped"): the transaction stays open on every one of them, so nothing
+        after it is ever read_committed (restore, results, the group's offsets). The
+        new producer's `init_transactions` ended whatever the coordinator knows of, so
+        what it left open on a partition now is such a leftover, and only this
+        producer id can end it. Aborted, it is as if that round never committed
+        anywhere, and the tasks redo it from the offsets committed before it."""
+        names = self.names
+        fixed = {names.control, names.status, names.fanout, names.deadletter, names.state,
+                 names.all_results}
+        topics = self.admin.list_topics(timeout=10).topics
+        hung = open_transactions(self.admin, [
+            (topic, p) for topic, meta in topics.items()
+            if topic in fixed or topic.startswith(names.own_results_prefix) for p in meta.partitions])
+        if hung:
+            log.warning("ending the transactions this worker's transactional id left open "
+                        "on %d partitions (%s): aborted, the tasks redo those rounds",
+                        len(hung), ", ".join(f"{t}-{p}" for t, p in sorted(hung)))
+            transactions.end_hung(hung)
+            left = still_open(self.admin, hung, UNSTABLE_WAIT)
+            if left:
+                log.error("transactions of another transactional id stay open on %s: "
+                          "nothing after them is read_committed until they end (Kafka's "
+                          "kafka-transactions.sh find-hanging, abort)",
+                          ", ".join(f"{t}-{p}" for t, p in sorted(left)))
+
+    def _end_pending(self, consumer: Consumer, last: dict[TP, int | None]) -> None:
+        """End what this worker's transactional id may have left pending on the group's
+        offsets (`Transactions.end_hung`; `last`: the offsets last committed), as
+        `_end_hung` does on the topics it writes."""
+        assert self.transactions is not None  # made with the consumer (`_loop`)
+        log.warning("the group's committed offsets stay unstable for %.0f s (a transaction "
+                    "pending on them); ending what this worker's transactional id left "
+                    "pending there", UNSTABLE_WAIT)
+        self.transactions.end_hung(
+            (), [TopicPartition(t, p, 0 if offset is None else offset)
+                 for (t, p), offset in last.items()], consumer.consumer_group_metadata())
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if consumer is not self.consumer:
