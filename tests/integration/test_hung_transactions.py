@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from juggler.kafka.offsets import open_transactions, still_open
+from juggler.kafka.offsets import log_ends, open_transactions, still_open
 from juggler.runtime.transactions import Transactions
 
 pytestmark = pytest.mark.integration
@@ -46,16 +46,18 @@ def test_open_transactions_are_found_and_an_abort_ends_only_its_own(kafka_bootst
     other.begin_transaction()
     other.produce(topic, b"kept", b"k", partition=0)
     other.flush(30)
-    assert open_transactions(admin, tps) == [(topic, 0)]
+    opened = open_transactions(admin, tps)
+    assert list(opened) == [(topic, 0)]
 
     own = Transactions({"bootstrap.servers": kafka_bootstrap}, f"own-{uuid.uuid4().hex}",
                        1_000_000)
     try:
+        before = log_ends(admin, tps)
         own.end_hung(tps)
-        assert still_open(admin, [(topic, 1)], 30) == []
-        assert open_transactions(admin, tps) == [(topic, 0)]  # another producer's
+        assert still_open(admin, {(topic, 1): before[(topic, 1)]}, 30) == []  # it ended
+        assert list(open_transactions(admin, tps)) == [(topic, 0)]  # another producer's
         other.commit_transaction(30)
-        assert still_open(admin, tps, 30) == []
+        assert still_open(admin, opened, 30) == []
         assert _read_committed(kafka_bootstrap, topic, 2) == [(b"k", b"kept")]
     finally:
         own.close()

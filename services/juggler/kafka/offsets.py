@@ -145,26 +145,30 @@ def group_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
     return offsets
 
 
-def open_transactions(admin: AdminClient, tps: Iterable[TP]) -> list[TP]:
-    """The topic-partitions of `tps` on which a transaction is open: their last stable
-    offset is below their high watermark."""
+def open_transactions(admin: AdminClient, tps: Iterable[TP]) -> dict[TP, int]:
+    """The topic-partitions of `tps` on which a transaction is open, each with its last
+    stable offset (where the oldest transaction open there began): below its high
+    watermark."""
     tps = list(tps)
     stable, high = log_ends(admin, tps), log_ends(admin, tps, stable=False)
-    return [tp for tp in tps if stable[tp] < high[tp]]
+    return {tp: stable[tp] for tp in tps if stable[tp] < high[tp]}
 
 
-def still_open(admin: AdminClient, tps: Iterable[TP], timeout: float) -> list[TP]:
-    """The topic-partitions of `tps` on which a transaction is still open after waiting
-    up to `timeout` seconds for each to have none (`open_transactions`): a
-    transaction's markers are written after its end returns to its producer."""
-    waiting = list(tps)
+def still_open(admin: AdminClient, opened: dict[TP, int], timeout: float) -> list[TP]:
+    """Those of `opened` (`open_transactions`) whose last stable offset has not moved
+    after waiting up to `timeout` seconds for it to: the transaction open there has
+    not ended. (A transaction's markers are written after its end returns to its
+    producer; a partition written continuously has one open at most moments, but a
+    new one each time.)"""
+    waiting = dict(opened)
     deadline = time.monotonic() + timeout
     while waiting:
-        waiting = open_transactions(admin, waiting)
+        now = log_ends(admin, waiting)
+        waiting = {tp: at for tp, at in waiting.items() if now[tp] <= at}
         if not waiting or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    return waiting
+    return sorted(waiting)
 
 
 def stable_offsets(admin: AdminClient, group: str, tps: Iterable[TP],

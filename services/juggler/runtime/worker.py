@@ -433,12 +433,13 @@ class JugglerWorker(Job):
         topics = self.admin.list_topics(timeout=10).topics
         hung = open_transactions(self.admin, [
             (topic, p) for topic, meta in topics.items()
-            if topic in fixed or topic.startswith(names.own_results_prefix) for p in meta.partitions])
-        if hung:
-            log.warning("ending the transactions this worker's transactional id left open "
-                        "on %d partitions (%s): aborted, the tasks redo those rounds",
-                        len(hung), ", ".join(f"{t}-{p}" for t, p in sorted(hung)))
-            transactions.end_hung(hung)
+            if topic in fixed or topic.startswith(names.own_results_prefix)
+            for p in meta.partitions])
+        if hung:  # or another worker's transactions in flight: the abort leaves those be
+            log.info("a transaction is open on %d partitions this worker writes (%s): "
+                     "ending what its own transactional id left there", len(hung),
+                     ", ".join(f"{t}-{p}" for t, p in sorted(hung)))
+            transactions.end_hung(list(hung))
             left = still_open(self.admin, hung, UNSTABLE_WAIT)
             if left:
                 log.error("transactions of another transactional id stay open on %s: "
