@@ -73,7 +73,7 @@ impl QueryInfo {
 /// stream twice in FROM, a label twice in SELECT, or a stream name with a dot, whose
 /// `SELECT *` labels could repeat another stream's): the dicts of `Result` keep one
 /// entry for them.
-fn query_body(py: Python<'_>, id: &Py<PyString>, streams: &[&str], from: &[u32], select: Option<&[(Py<PyString>, u32, usize)]>)
+fn query_body(py: Python<'_>, id: &Py<PyString>, streams: &[&str], select: Option<&[(Py<PyString>, u32, usize)]>)
               -> Option<result_body::Query> {
     let select = match select {
         None if streams.iter().any(|name| name.contains('.')) => return None,
@@ -86,7 +86,7 @@ fn query_body(py: Python<'_>, id: &Py<PyString>, streams: &[&str], from: &[u32],
     if !distinct(streams.iter().map(|name| name.as_bytes())) || !distinct(labels) {
         return None;
     }
-    Some(result_body::Query { id: exact_str(id.bind(py))?, from: from.to_vec(), select })
+    Some(result_body::Query { id: exact_str(id.bind(py))?, select })
 }
 
 fn distinct<'a>(names: impl Iterator<Item = &'a [u8]>) -> bool {
@@ -460,7 +460,7 @@ impl PyOperator {
     /// query `query_body` refuses.
     fn write_body(&self, q: &QueryInfo, key: &str, hit: &Hit, out: &mut Vec<u8>) -> bool {
         let Some(body) = &q.body else { return false };
-        result_body::write(out, self, body, &self.core.keys[key], key, hit)
+        result_body::write(out, self, body, &q.from, &self.core.keys[key], key, hit)
     }
 
     /// Evaluate one event: its key object and the core's outcome (the results it
@@ -651,7 +651,7 @@ impl PyOperator {
                     .collect()
             });
             let names: Vec<&str> = streams.iter().map(String::as_str).collect();
-            let body = query_body(py, &query_id, &names, &from, select.as_deref());
+            let body = query_body(py, &query_id, &names, select.as_deref());
             specs.push(QuerySpec { streams: from.clone(), window, preds });
             infos.push(QueryInfo { id: query_id, from, select, body });
         }

@@ -21,28 +21,27 @@ pub trait Names {
     fn prefix(&self, tag: u32) -> Option<&[u8]>;
 }
 
-/// A query as its results' bodies name it.
+/// A query's names as its results' bodies carry them.
 #[derive(Clone)]
 pub struct Query {
     /// Its id, an Avro string.
     pub id: Vec<u8>,
-    /// Its streams in FROM order.
-    pub from: Vec<u32>,
     /// Its `SELECT` items (label as an Avro string, stream, slot); None for `SELECT *`.
     pub select: Option<Vec<(Vec<u8>, u32, usize)>>,
 }
 
-/// Append the Avro body of result `hit` of query `q` for `key` (its held events in
-/// `ks`) to `out`: the bytes `result_body(result_record(r))` gives for the `Result`
-/// r Python would build. False, with what it appended unusable, for a result it does
-/// not write the same way: a position `Names::prefix` refuses, or an int beyond 64
-/// bits in the row; Python then builds and encodes that result.
-pub fn write(out: &mut Vec<u8>, names: &impl Names, q: &Query, ks: &KeyState, key: &str, hit: &Hit) -> bool {
+/// Append the Avro body of result `hit` of query `q` (its streams `from`, in FROM
+/// order) for `key` (its held events in `ks`) to `out`: the bytes
+/// `result_body(result_record(r))` gives for the `Result` r Python would build. False,
+/// with what it appended unusable, for a result it does not write the same way: a
+/// position `Names::prefix` refuses, or an int beyond 64 bits in the row; Python then
+/// builds and encodes that result.
+pub fn write(out: &mut Vec<u8>, names: &impl Names, q: &Query, from: &[u32], ks: &KeyState, key: &str, hit: &Hit) -> bool {
     out.extend_from_slice(&q.id);
     avro::string(out, key);
     avro::long(out, hit.ts);
-    avro::map_start(out, q.from.len());
-    for &s in &q.from {
+    avro::map_start(out, from.len());
+    for &s in from {
         let (store, i) = ks.event_of(hit, s);
         let (tag, offset) = store.pos(i);
         let Some(prefix) = names.prefix(tag) else { return false };
@@ -57,8 +56,8 @@ pub fn write(out: &mut Vec<u8>, names: &impl Names, q: &Query, ks: &KeyState, ke
                 let (store, i) = ks.event_of(hit, s);
                 names.shape(s, store.shape(i))
             };
-            avro::map_start(out, q.from.iter().map(|&s| shape_of(s).0.len()).sum());
-            for &s in &q.from {
+            avro::map_start(out, from.iter().map(|&s| shape_of(s).0.len()).sum());
+            for &s in from {
                 let (store, i) = ks.event_of(hit, s);
                 let (slots, labels) = names.shape(s, store.shape(i));
                 for (label, &slot) in labels.iter().zip(slots) {
