@@ -45,7 +45,7 @@ from juggler.runtime.clearance import Clearance
 from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.job import FAILURE_EXIT, Job
 from juggler.runtime.metrics import WorkerMetrics
-from juggler.runtime.pages import EMPTY, Pages, Registered, Scrape
+from juggler.runtime.pages import EMPTY, Pages, Registered, Scrape, TaskView
 from juggler.runtime.pages import take as take_pages
 from juggler.runtime.recovery import Backoff, Unrecoverable, diagnose
 from juggler.runtime.results_store import TRIM_INTERVAL, CodecOptions, ResultsStore
@@ -670,7 +670,7 @@ class JugglerWorker(Job):
 
     # progress -------------------------------------------------------------------------
 
-    def progress(self, restored: Sequence[PartitionTask]) -> dict[str, Any]:
+    def progress(self, restored: Sequence[TaskView]) -> dict[str, Any]:
         """Per owned partition and input of the `restored` tasks: the next offset to
         process against the log end as last asked."""
         parts = {}
