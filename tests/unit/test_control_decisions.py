@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.kafka.names import REWRITTEN_HEADER
+from juggler.language import QueryCompiler
 from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.job import COMPILED_CACHE, Job
 from juggler.runtime.task import Record, RoundCounts
@@ -25,6 +26,7 @@ class Context:
     def __init__(self) -> None:
         self.codec = Codec(registry_url="")
         self.catalog = self.codec.catalog()
+        self._compiler = QueryCompiler(self.catalog)
         self._compiled: BoundedCache = BoundedCache(COMPILED_CACHE)
         self.names = TopicNames()
         self.partitions = 2

@@ -14,6 +14,7 @@ from juggler.codec.bounded import result_budget
 from juggler.engine.events import Event
 from juggler.engine.shared_registry import SharedRegistries
 from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
+from juggler.language import QueryCompiler
 from juggler.runtime.deadletters import DeadLetters
 from juggler.runtime.job import COMPILED_CACHE, FANOUT_CACHE, Job
 from juggler.runtime.loop_clock import LoopClock
@@ -41,6 +42,7 @@ class BrokerlessJob(Job):
         self.clock = LoopClock()
         self.dead_letters = DeadLetters(self)
         self._result_headers: dict[str, bytes] = {}
+        self._compiler = QueryCompiler(self.catalog)
         self._compiled = BoundedCache(COMPILED_CACHE)
         self._fanout = BoundedCache(FANOUT_CACHE)
         self.registries = SharedRegistries()
