@@ -58,11 +58,16 @@ class _Comparison(NamedTuple):
 
 
 class _Plan(NamedTuple):
+    """What every text of a shape compiles to, but for its literals."""
+
     template: Query
+    """The first text's query: its streams and SELECT are every text's."""
     comparisons: tuple[_Comparison, ...]
+    """In the order the compiler takes them: by where they start."""
     duration: tuple[int, int] | None
     """The MAXWINDOW amount's literal index and the unit's milliseconds."""
     kinds: str
+    """Each literal's kind (`shapes.NUMBER`, `shapes.STRING`)."""
 
     def query(self, query_id: str, text: str, regions: Regions) -> Query:
         """The query of `text`, of the plan's shape. Raises `LiteralError`."""
@@ -82,12 +87,12 @@ class _Plan(NamedTuple):
                     value = -value if cmp.negative else value
             source = text[starts[cmp.start[0]] + cmp.start[1]:starts[cmp.end[0]] + cmp.end[1]]
             predicates.append(AttributePredicate(cmp.column, cmp.op, value, source))
-        max_window = self.template.max_window
+        template = self.template
+        max_window = template.max_window
         if self.duration is not None:
             literal, unit = self.duration
             start, end = regions[literal]
             max_window = duration_millis(text[start:end], unit)
-        template = self.template
         return Query(query_id, text, template.streams, template.select,
                      tuple(dict.fromkeys(predicates)) if len(predicates) > 1 else tuple(predicates),
                      max_window)
