@@ -128,11 +128,13 @@ class Clearance:
     answer clears. Called on the loop's thread only; its asker's requests run in the
     background."""
 
-    def __init__(self, admin: Any, group: str, names: TopicNames, streams: list[str],
+    def __init__(self, admin: Any, group: str, names: TopicNames,
+                 stream_of_topic: dict[str, str],
                  timed: Callable[[float], None] | None = None) -> None:
+        """`stream_of_topic`: the worker's map from a stream topic to its stream."""
         self.asker = ClearanceAsker(admin, group, (names.control, 0), timed)
         self.names = names
-        self._stream_of_topic = {names.stream(s): s for s in streams}
+        self._stream_of_topic = stream_of_topic
         self._pending: dict[int, list[tuple[int, int]]] = {}
         """Per task: (fetch epoch, fanout log end) of clearances asked for; the epoch's
         records are cleared once the task's fanout position reaches that end."""

@@ -302,7 +302,8 @@ class JugglerWorker(Job):
             self.metrics.transaction_done)
         self._end_hung(transactions)
         clearance = self.clearance = Clearance(self.admin, settings.app_id, self.names,
-                                               self.streams, self.metrics.clearance.observe)
+                                               self.stream_of_topic,
+                                               self.metrics.clearance.observe)
         consumer = self.consumer = Consumer({
             **self.client_config,
             "group.id": settings.app_id,
