@@ -40,32 +40,38 @@ ORDER = itemgetter(0, 1, 2)
 """A result row's place in eval's order: (trigger position, key, index in the trigger)."""
 
 
-def packed(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, bytes]]:
-    """A partition's rows as (rows in the batch, the batch pickled and compressed)."""
+Batch = tuple[int, int, bytes]
+"""A `packed` batch: (its partition, rows in the batch, the rows pickled and compressed)."""
+
+
+def packed(partition: int, rows: Iterable[tuple[Any, ...]]) -> Iterator[Batch]:
+    """A partition's rows as batches, each tagged with the partition, so that the
+    driver can tell the partitions' batches apart without another pass through
+    Python over them (`ordered` reads the cached batches as they are)."""
     rows = iter(rows)
     while batch := list(islice(rows, BATCH)):
-        yield len(batch), zlib.compress(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL), 1)
+        yield (partition, len(batch),
+               zlib.compress(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL), 1))
 
 
-def unpacked(batch: tuple[int, bytes]) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = pickle.loads(zlib.decompress(batch[1]))
+def unpacked(batch: Batch) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = pickle.loads(zlib.decompress(batch[2]))
     return rows
 
 
-def count(batches: RDD[tuple[int, bytes]]) -> int:
+def count(batches: RDD[Batch]) -> int:
     """The rows in `packed` batches."""
-    return int(batches.map(itemgetter(0)).sum())
+    return int(batches.map(itemgetter(1)).sum())
 
 
-def ordered(batches: RDD[tuple[int, bytes]], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
+def ordered(batches: RDD[Batch], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
     """Every row of `packed` batches whose partitions are each in `ORDER`, merged
     into `ORDER`, with spill files in a temporary directory under `spill_dir`
     (removed at the end)."""
     with tempfile.TemporaryDirectory(prefix=".backfill-merge-", dir=spill_dir) as tmp:
         files: dict[int, IO[bytes]] = {}
         try:
-            tagged = batches.mapPartitionsWithIndex(_tagged)
-            for partition, (_, blob) in tagged.toLocalIterator():
+            for partition, _, blob in batches.toLocalIterator():
                 if partition not in files:
                     files[partition] = open(Path(tmp) / str(partition), "w+b")
                 files[partition].write(LENGTH.pack(len(blob)) + blob)
@@ -75,10 +81,6 @@ def ordered(batches: RDD[tuple[int, bytes]], spill_dir: Path) -> Iterator[tuple[
         finally:
             for handle in files.values():
                 handle.close()
-
-
-def _tagged(partition: int, rows: Iterable[Any]) -> Iterator[tuple[int, Any]]:
-    return ((partition, row) for row in rows)
 
 
 def _read(handle: IO[bytes]) -> Iterator[tuple[Any, ...]]:

@@ -24,6 +24,7 @@ otherwise use); pickling costs a small share next to the engine (docs/benchmarks
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -159,7 +160,10 @@ def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
             counters["late"].add(1)
             continue
         # a registration's history spans the partition's keys: by key, as they merge
-        for seq, result in enumerate(sorted(outcome, key=lambda r: r.key)):
+        # (an event's results all have its key)
+        if position in plan.compiled:
+            outcome = sorted(outcome, key=lambda r: r.key)
+        for seq, result in enumerate(outcome):
             if encode is not None:
                 yield position, result.key, seq, result.query, encode(result)
             else:
@@ -170,21 +174,27 @@ def _events(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
             counters: dict[str, Any]) -> Iterator[tuple[int, Event]]:
     """The partition's well-formed events as engine events; malformed rows (a null,
     a non-finite number) are counted and left out, as the worker dead-letters them
-    before its engine sees them."""
-    key, ts, position, stream_at = (columns[KEY], columns[TIMESTAMP], columns[POSITION],
-                                    columns[STREAM])
-    places = {s: [(c, columns[f"{s}{SEPARATOR}{c}"]) for c in names]
+    before its engine sees them.
+
+    Each row is read as a plain tuple through `itemgetter`s: a pyspark `Row` indexes
+    through a Python-level `__getitem__`, a call per column per event."""
+    head = itemgetter(columns[KEY], columns[TIMESTAMP], columns[POSITION], columns[STREAM])
+    places = {s: (names, itemgetter(*(columns[f"{s}{SEPARATOR}{c}"] for c in names)))
               for s, names in plan.columns.items()
-              if all(f"{s}{SEPARATOR}{c}" in columns for c in names)}  # streams archived
+              if names and all(f"{s}{SEPARATOR}{c}" in columns for c in names)}  # archived
+    empty = ((), lambda _: ())
     for row in rows:
-        stream = row[stream_at]
-        data = {c: row[i] for c, i in places[stream]}
-        if row[key] is None or row[ts] is None or row[position] is None or any(
-                v is None or (isinstance(v, float) and not math.isfinite(v))
-                for v in data.values()):
+        values = tuple(row)
+        key, ts, position, stream = head(values)
+        names, take = places.get(stream, empty)
+        picked = take(values)
+        if len(names) == 1:
+            picked = (picked,)
+        if key is None or ts is None or position is None or any(
+                v is None or (isinstance(v, float) and not math.isfinite(v)) for v in picked):
             counters["malformed"].add(1)
             continue
-        yield row[position], Event(stream, row[key], row[ts], data, position=row[position])
+        yield position, Event(stream, key, ts, dict(zip(names, picked)), position=position)
 
 
 def _encoder(plan: Plan) -> Any:
@@ -225,7 +235,7 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
     context = spark.sparkContext
     counters = {name: context.accumulator(0) for name in ("late", "malformed")}
     frame = arrivals(spark, archive, codec, context.defaultParallelism)
-    batches = evaluate(frame, shared, counters).mapPartitions(merge.packed)
+    batches = evaluate(frame, shared, counters).mapPartitionsWithIndex(merge.packed)
     batches.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         progress.total = merge.count(batches)
