@@ -181,7 +181,7 @@ def stable_offsets(admin: AdminClient, group: str, tps: Iterable[TP],
     left to end it (seen after two quick broker outages in a row: the worker's every
     assignment then waited in vain, and it never resumed). Only a marker of the same
     producer id ends it, so the caller, which owns that producer
-    (`Transactions.clear_pending`), is asked to write one."""
+    (`Transactions.end_hung`), is asked to write one."""
     from confluent_kafka import KafkaError, KafkaException
 
     tps = list(tps)
