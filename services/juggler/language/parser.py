@@ -205,6 +205,13 @@ for _names, _ms in (
 ):
     _UNIT_MILLIS.update(dict.fromkeys(_names, _ms))
 
+
+def unit_millis(text: str, number_end: int, end: int) -> int:
+    """Milliseconds per unit of a MAXWINDOW amount whose number ends at `number_end` of
+    `text` and whose unit ends at `end`."""
+    return _UNIT_MILLIS[text[number_end:end].strip().lower()]
+
+
 _CLAUSE_OF_RULE = {
     "select_clause": "SELECT",
     "from_clause": "FROM",

@@ -31,8 +31,8 @@ from juggler.bounded_cache import BoundedCache
 
 from .compiler import Limits, check_length, compile_syntax
 from .model import AttributePredicate, Catalog, ColumnRef, Constant, Op, Query
-from .parser import (_UNIT_MILLIS, BoolLit, ColumnName, Expr, LiteralError, NumberLit, Signed,
-                     StringLit, SyntaxQuery, duration_millis, number_value, unquote)
+from .parser import (BoolLit, ColumnName, Expr, LiteralError, NumberLit, Signed,
+                     StringLit, SyntaxQuery, duration_millis, number_value, unit_millis, unquote)
 from .shapes import STRING, Regions, Scan, Shape, parse, scan, tokens_are
 
 PLANS = 1024
@@ -159,8 +159,7 @@ def _plan(syntax: SyntaxQuery, query: Query, scanned: Scan, limits: Limits) -> _
     duration = None
     if syntax.max_window is not None:
         index = literal_at[syntax.max_window.span.start]
-        unit = syntax.text[ends[index]:syntax.max_window.span.end].strip().lower()
-        duration = (index, _UNIT_MILLIS[unit])
+        duration = (index, unit_millis(syntax.text, ends[index], syntax.max_window.span.end))
     return _Plan(query, tuple(planned), duration, scanned.shape[1])
 
 

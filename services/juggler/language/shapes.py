@@ -38,9 +38,9 @@ from typing import NamedTuple
 
 from juggler.bounded_cache import BoundedCache
 
-from .parser import (_UNIT_MILLIS, ColumnName, Comparison, Duration, Expr, LiteralError,
+from .parser import (ColumnName, Comparison, Duration, Expr, LiteralError,
                      NumberLit, Product, Signed, Span, StreamName, StringLit, Sum, SyntaxQuery,
-                     duration_millis, lark_parser, leaves, number_value, unquote)
+                     duration_millis, lark_parser, leaves, number_value, unit_millis, unquote)
 from .parser import parse as parse_text
 
 SHAPES = 1024
@@ -196,6 +196,6 @@ class _Moved:
     def duration(self, duration: Duration) -> Duration:
         old = self.shape.syntax.text
         number_end = self.shape.ends[self.shape.starts.index(duration.span.start)]
-        unit = _UNIT_MILLIS[old[number_end:duration.span.end].strip().lower()]
+        unit = unit_millis(old, number_end, duration.span.end)
         return Duration(duration_millis(self.lexemes[duration.span.start], unit),
                         self.span(duration.span))
