@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from operator import itemgetter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,22 +179,31 @@ def _events(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
     Each row is read as a plain tuple through `itemgetter`s: a pyspark `Row` indexes
     through a Python-level `__getitem__`, a call per column per event."""
     head = itemgetter(columns[KEY], columns[TIMESTAMP], columns[POSITION], columns[STREAM])
-    places = {s: (names, itemgetter(*(columns[f"{s}{SEPARATOR}{c}"] for c in names)))
+    places = {s: (names, _columns([columns[f"{s}{SEPARATOR}{c}"] for c in names]))
               for s, names in plan.columns.items()
-              if names and all(f"{s}{SEPARATOR}{c}" in columns for c in names)}  # archived
-    empty = ((), lambda _: ())
+              if all(f"{s}{SEPARATOR}{c}" in columns for c in names)}  # archived
+    empty = ((), _columns([]))
     for row in rows:
         values = tuple(row)
         key, ts, position, stream = head(values)
         names, take = places.get(stream, empty)
         picked = take(values)
-        if len(names) == 1:
-            picked = (picked,)
         if key is None or ts is None or position is None or any(
                 v is None or (isinstance(v, float) and not math.isfinite(v)) for v in picked):
             counters["malformed"].add(1)
             continue
         yield position, Event(stream, key, ts, dict(zip(names, picked)), position=position)
+
+
+def _columns(places: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """What a row holds at `places`, always as a tuple (an `itemgetter` of one place
+    gives the bare value, of none cannot be made)."""
+    if len(places) > 1:
+        return itemgetter(*places)
+    if places:
+        (at,) = places
+        return lambda values: (values[at],)
+    return lambda _: ()
 
 
 def _encoder(plan: Plan) -> Any:
