@@ -4,8 +4,9 @@ one reference (`JugglerWorker.pages`), which the HTTP thread reads as it stands.
 
 Why not read the live tasks: only the loop's thread may touch them mid-round, so a
 page would wait for the loop, and on a busy worker for the interpreter it holds; a
-page may be a round stale instead (a round is a batch per task). The snapshot holds only what the pages show, so taking it costs
-the loop little (docs/benchmarks.md, "Probes").
+page may be a round stale instead (a round is a batch per task). The snapshot holds
+only what the pages show, so taking it costs the loop little (docs/benchmarks.md,
+"Probes").
 
 What the pages, the metrics and the HTTP port read of a runtime is typed here too, as
 read-only views (`TaskView`, `JobView` for either runtime, `WorkerView` for the
@@ -18,10 +19,11 @@ holds.
 
 The registered queries are not taken every round either: listing them costs as much
 as there are, and during a burst of registrations they change every round, so taking
-them every round made registration cost grow with the square of the queries. They are taken again when they changed, at once while there are few
-(`FRESH_UP_TO`), else once `RETAKE` times as long as taking them last cost has passed:
-with many queries, a page may show them some rounds stale, and listing them takes at
-most about a `RETAKE`th of the loop.
+them every round made registration cost grow with the square of the queries. They
+are taken again when they changed, at once while there are few (`FRESH_UP_TO`), else
+once `RETAKE` times as long as taking them last cost has passed: with many queries, a
+page may show them some rounds stale, and listing them takes at most about a
+`RETAKE`th of the loop.
 """
 
 from __future__ import annotations
