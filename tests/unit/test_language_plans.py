@@ -58,10 +58,9 @@ def shapes(draw: st.DrawFn) -> tuple[str, list[str]]:
         if draw(st.integers(0, 9)) == 0:  # a literal of the wrong type: no shape compiles
             kind = "s" if kind == "n" else "n"
         if kind == "n":
-            literal = "{}"
-            for _ in range(draw(st.integers(0, 2))):
-                literal = draw(st.sampled_from(["-", "+", "- ", "(", "-("])) + literal
-                literal += ")" * literal.count("(") if "(" in literal[:2] else ""
+            prefix = "".join(draw(st.lists(st.sampled_from(["-", "+", "- ", "(", "-("]),
+                                           max_size=2)))
+            literal = prefix + "{}" + ")" * prefix.count("(")
             kinds.append("n")
         elif kind == "s":
             literal = "{}"
