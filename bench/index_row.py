@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from juggler.codec.avro import RESULT, Codec
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 from juggler.runtime.results_store import index_row
 
 

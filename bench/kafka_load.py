@@ -326,7 +326,7 @@ def bare_engine(queries: list[tuple[str, str]], events: list[Any]) -> tuple[floa
     from juggler.codec.bounded import result_budget
     from juggler.engine.events import EngineConfig, LateEvent
     from juggler.engine.native_engine import NativeEngine
-    from juggler.kafka.names import stream_topic
+    from juggler.wire.names import stream_topic
     from juggler.language import compile_query
     from juggler.runtime.settings import Settings
 

@@ -288,7 +288,7 @@ def _submit(bootstrap: str, command: Command, wait: bool, timeout: float,
 
 
 def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from juggler.kafka.names import InvalidName, validate_query_id
+    from juggler.wire.names import InvalidName, validate_query_id
 
     try:
         return validate_query_id(value)

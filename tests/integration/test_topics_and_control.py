@@ -104,7 +104,7 @@ def test_apply_alters_configs_and_reports_partition_mismatches(kafka_bootstrap: 
 
 
 def test_ensure_results_topic(topics: str) -> None:
-    from juggler.kafka.names import InvalidName
+    from juggler.wire.names import InvalidName
     from juggler.kafka.topics import ensure_results_topic
 
     query_id = unique("q")

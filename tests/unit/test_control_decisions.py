@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from juggler.bounded_cache import BoundedCache
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
-from juggler.kafka.names import REWRITTEN_HEADER
+from juggler.wire.names import REWRITTEN_HEADER
 from juggler.language import QueryCompiler
 from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.job import COMPILED_CACHE, Job

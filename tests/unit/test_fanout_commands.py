@@ -13,7 +13,7 @@ from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.bounded import result_budget
 from juggler.engine.events import Event
 from juggler.engine.shared_registry import SharedRegistries
-from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
+from juggler.wire.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
 from juggler.language import QueryCompiler
 from juggler.runtime.deadletters import DeadLetters
 from juggler.runtime.job import COMPILED_CACHE, FANOUT_CACHE, Job

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from juggler.codec import framing
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.rust_core import result_json
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 from juggler.runtime.results_store import Row, index_row
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,7 +9,7 @@ import pytest
 
 from juggler.client.control import ControlView, QueryState, Sent, Submission, _state, _states
 from juggler.client import report
-from juggler.kafka.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
+from juggler.wire.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
                                  validate_query_id)
 from juggler.kafka.topics import ApplyReport, TopicSpecError, load_specs
 from juggler.wire.commands import CommandStatus, DeregisterCommand, RegisterCommand

@@ -11,7 +11,7 @@ from collections import Counter
 
 from juggler.client.control import (DEREGISTERED, NOT_YET, PENDING, REFUSED, REGISTERED,
                                     ControlView, QueryState, Submission)
-from juggler.kafka.names import CONTROL, RESULTS_PREFIX
+from juggler.wire.names import CONTROL, RESULTS_PREFIX
 from juggler.wire.commands import ACCEPTED, REGISTER
 
 SHOWN = 20

@@ -13,7 +13,7 @@ from typing import Any
 
 from juggler.codec.avro import DEAD_LETTER, RESULT, Codec, CodecError
 from juggler.kafka.client_config import client_config
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 
 
 def records(bootstrap: str, topics: list[str], *, from_beginning: bool, follow: bool,

@@ -52,7 +52,7 @@ from juggler.codec.jsonl import (IDENTIFIER, InputError, StreamSchema, check_col
 from juggler.codec.registry import RegistryClient, RegistryError, UnknownSchemaId
 from juggler.codec.result_body import Unwritable, result_body
 from juggler.engine.events import Event, Position, Result
-from juggler.kafka import names
+from juggler.wire import names
 from juggler.language.model import TIMESTAMP, Catalog, ColumnType
 
 if TYPE_CHECKING:

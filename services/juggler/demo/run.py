@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from juggler.codec.avro import Codec
-from juggler.kafka.names import RESULTS
+from juggler.wire.names import RESULTS
 
 EXAMPLE_QUERIES = Path(__file__).resolve().parents[3] / "examples" / "icu" / "queries.jsonl"
 APP_ID = "juggler-demo"

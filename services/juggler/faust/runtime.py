@@ -32,7 +32,7 @@ from prometheus_client import Counter
 
 from juggler.faust import state_table
 from juggler.faust.reorder import ReorderBuffer
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 from juggler.kafka.offsets import group_offsets, log_ends
 from juggler.runtime import held_state
 from juggler.runtime.control_plane import ControlTask

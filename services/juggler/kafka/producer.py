@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from juggler.kafka.client_config import client_config
-from juggler.kafka.names import stream_topic
+from juggler.wire.names import stream_topic
 
 Position = tuple[str, int, int]
 """(topic, partition, offset) of a produced record."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from juggler.kafka.names import (CONTROL, CONTROL_FANOUT, CONTROL_STATUS, DEADLETTER,
+from juggler.wire.names import (CONTROL, CONTROL_FANOUT, CONTROL_STATUS, DEADLETTER,
                                  RESULTS_PREFIX, InvalidName, results_topic,
                                  stream_of_topic, stream_topic, validate_query_id)
 from juggler.kafka.offsets import log_ends

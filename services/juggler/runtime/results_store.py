@@ -69,7 +69,7 @@ from confluent_kafka.admin import AdminClient
 from juggler.codec.avro import RESULT, Codec, CodecError
 from juggler.engine.rust_core import result_json
 from juggler.kafka.client_log import client_log, unwatched, watched
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
 from juggler.runtime.recovery import Backoff

@@ -21,7 +21,7 @@ from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.rust_core import DecodedEvent
 from juggler.engine.native_engine import NativeEngine
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 from juggler.language import QueryError
 from juggler.language.model import Query
 from juggler.runtime import held_state

@@ -1,6 +1,6 @@
 """The topics one worker uses (semantics section 7), with the deployment's prefix.
 
-The names come from `juggler.kafka.names`; `Settings.topic_prefix` is prepended so that
+The names come from `juggler.wire.names`; `Settings.topic_prefix` is prepended so that
 tests (or two deployments) can share a cluster. With the default empty prefix these are
 exactly docs/semantics.md's names.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from juggler.kafka import names
+from juggler.wire import names
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.events import Result
-from juggler.kafka.names import QUERY_HEADER
+from juggler.wire.names import QUERY_HEADER
 from juggler.language.model import TIMESTAMP, ColumnRef, Query
 from juggler.runtime.topic_names import TopicNames
 from juggler.spark import streams, wire

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from juggler.codec.avro import Codec
-from juggler.kafka.names import STREAM_PREFIX
+from juggler.wire.names import STREAM_PREFIX
 from juggler.language.model import TIMESTAMP
 from juggler.runtime.topic_names import TopicNames
 from juggler.spark import streams

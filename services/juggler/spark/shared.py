@@ -233,7 +233,7 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from juggler.kafka.names import QUERY_HEADER
+    from juggler.wire.names import QUERY_HEADER
     from juggler.offline import atomic_outputs
 
     shared = plan(queries, archive, codec, allowed_lateness)

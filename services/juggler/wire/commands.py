@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, cast
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.jsonl import (EventRecord, InputError, json_object, json_query_id,
                                  json_string, parse_event, show_json)
-from juggler.kafka.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, REWRITTEN_HEADER
+from juggler.wire.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, REWRITTEN_HEADER
 
 Action = Literal["REGISTER", "DEREGISTER"]
 Outcome = Literal["ACCEPTED", "REJECTED", "LIVE"]

@@ -1,6 +1,6 @@
-"""Topic names of semantics section 7, in one place and with no Kafka import.
+"""Topic and header names of semantics section 7, in one place and with no Kafka import.
 
-Why separate from `topics.py`: the codec (default Schema Registry subjects), the CLI
+Why apart from `kafka/topics.py`: the codec (default Schema Registry subjects), the CLI
 and the worker all need the names, but not the admin client or the YAML specs.
 """
 
