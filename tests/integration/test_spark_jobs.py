@@ -233,6 +233,41 @@ def test_shared_backfill_of_the_icu_example_with_its_control_lines(
         assert {r["query"] for r in got} >= {"q1", "q2"}
 
 
+@pytest.mark.parametrize("archive_format", ["parquet", "avro"])
+def test_backfill_reads_archive_columns_by_name_and_names_a_missing_one(
+        session: Any, tmp_path: Path, codec: Codec, archive_format: str) -> None:
+    """An archive written by another tool: a column beyond the stream's schema is left
+    out and one of another type is read as the schema's, so the results are eval's;
+    an archive without one of a stream's columns fails naming it, before any job."""
+    from pyspark.sql import functions as F
+
+    from juggler.spark.archive import CONTROL_FILE, read_archive, write_archive
+
+    written = tmp_path / "written"
+    juggler_spark(session, "archive", "--events", str(ICU / "events.jsonl"),
+                  "--archive", str(written), "--format", archive_format)
+    frames = read_archive(session, written, codec)
+    frames["B"] = frames["B"].withColumn("ward", F.lit("north"))
+    frames["T"] = frames["T"].withColumn("position", F.col("position").cast("int"))
+    other = tmp_path / "other"
+    write_archive(frames, other, archive_format)
+    (other / CONTROL_FILE).write_text((written / CONTROL_FILE).read_text())
+    expected = eval_results(ICU / "queries.jsonl", ICU / "events.jsonl",
+                            tmp_path / "eval.jsonl", 0)
+    got = shared_results(session, tmp_path, other, ICU / "queries.jsonl", 0)
+    assert Counter(map(canonical, got)) == Counter(map(canonical, expected))
+
+    frames["H"] = frames["H"].drop("vib")
+    write_archive(frames, other, archive_format)
+    result = CliRunner().invoke(spark_group, [
+        "backfill", "--queries", str(ICU / "queries.jsonl"), "--archive", str(other),
+        "--out", str(tmp_path / "never.jsonl")])
+    assert result.exit_code == 2
+    assert (f"archive {other / 'H'}: missing column(s) vib (an archive holds key, ts, "
+            f"position and H's fields)") in result.stderr
+    assert not (tmp_path / "never.jsonl").exists()
+
+
 def test_shared_backfill_of_fifty_generated_queries(session: Any, tmp_path: Path) -> None:
     """Workload J's first 50 queries: one shared job equals eval; the reference
     agrees on a sample (a job per query is what the shared job saves)."""

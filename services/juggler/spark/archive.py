@@ -99,14 +99,65 @@ def read_archive(spark: SparkSession, directory: Path, codec: Codec,
             raise BadInput(f"archive {directory} has no events of stream {stream} "
                            f"(no {path}/)")
         fmt = "avro" if any(path.rglob("*.avro")) else "parquet"
-        frame = spark.read.format(fmt).load(str(path))
         schema = stream_schema(codec, stream)
+        reader = spark.read.format(fmt)
+        if fmt == "parquet" and _holds(_written_schema(spark, path), schema):
+            reader = reader.schema(schema)
+        frame = reader.load(str(path))
         missing = [f.name for f in schema.fields if f.name not in frame.columns]
         if missing:
             raise BadInput(f"archive {path}: missing column(s) {', '.join(missing)} "
                            f"(an archive holds key, ts, position and {stream}'s fields)")
         frames[stream] = frame.select(*(F.col(f.name).cast(f.dataType) for f in schema.fields))
     return frames
+
+
+SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
+"""The key of a Parquet footer's metadata under which Spark's writer keeps the frame's
+Spark schema (as JSON): the schema Spark's inference reads back from that file."""
+
+
+def _written_schema(spark: SparkSession, path: Path) -> StructType | None:
+    """The Spark schema in the footer of the first Parquet data file under `path`
+    (by path; Spark's inference also reads one file's footer), read on the driver;
+    None without one (no file, a file from another writer, or one that is not Parquet).
+
+    Why not let Spark infer it: for Parquet, inference runs a Spark job per stream to
+    read that footer, a fixed cost in every job over the archive. Given the schema,
+    the reader runs none."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.sql.types import StructType
+
+    files = sorted(f for f in path.rglob("*") if f.is_file() and not any(
+        part.startswith(("_", ".")) for part in f.relative_to(path).parts))
+    if not files:
+        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+            jvm.org.apache.hadoop.fs.Path(files[0].as_uri()),
+            spark.sparkContext._jsc.hadoopConfiguration())
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
+    except Py4JJavaError:  # not Parquet: inference reports it as it does for any reader
+        return None
+    try:
+        stored = reader.getFooter().getFileMetaData().getKeyValueMetaData().get(
+            SPARK_SCHEMA_KEY)
+    finally:
+        reader.close()
+    return None if stored is None else StructType.fromJson(json.loads(stored))
+
+
+def _holds(written: StructType | None, schema: StructType) -> bool:
+    """Whether files of the `written` schema have every column of `schema`, with its
+    type: then reading them with `schema` gives what inferring theirs and casting does
+    (columns beyond `schema` are left out either way). Otherwise the archive is read
+    as it is, and a missing column is reported."""
+    if written is None:
+        return False
+    types = {field.name: field.dataType for field in written.fields}
+    return all(types.get(field.name) == field.dataType for field in schema.fields)
 
 
 CONTROL_FILE = "control.jsonl"
