@@ -29,7 +29,7 @@ from test_kafka_order import QUERIES, _wait_results, all_results, all_streams, e
     in_process, register_all
 from test_worker_harness import Client, WorkerProcess, diff, free_port, unique
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 OUTAGE_LINES = 40
 """Lines the worker (and its results index) may log from the broker's stop until it is

@@ -24,7 +24,7 @@ from test_kafka_order import (QUERIES, all_results, all_streams, events, in_proc
                               register_all, runtime, setup)
 from test_worker_harness import diff
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 __all__ = ["runtime", "setup"]  # fixtures this module uses, imported from test_kafka_order
 

@@ -24,7 +24,7 @@ import yaml
 if TYPE_CHECKING:  # imported by pytest_plugins, so that pytest rewrites its asserts
     from prometheus_server import ScrapedWorker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pytest_plugins = ["prometheus_server"]
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"

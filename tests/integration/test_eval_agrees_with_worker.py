@@ -26,7 +26,7 @@ from test_worker_harness import Client, WorkerProcess, diff, unique
 from juggler.demo.run import EXAMPLE_QUERIES, load_queries
 from juggler.demo.vitals import VitalsSimulator
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LATE_QUERY = ("tachy_low_pressure", "SELECT B.pressure, H.beatrate FROM B, H "
               "WHERE H.beatrate > 110 and B.pressure < 90 MAXWINDOW 3 sec")

@@ -34,7 +34,7 @@ from juggler.wire.commands import parse_event_line  # noqa: E402
 from juggler.client.produce import lines_of, produce  # noqa: E402
 from juggler.faust import records  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 ICU = ROOT / "examples" / "icu"

@@ -22,7 +22,7 @@ from juggler.kafka.client_config import ENV_PREFIX, Security, client_config
 from test_worker_harness import Client, WorkerProcess, unique
 from tls_files import TlsFiles, make_tls_files
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 USER, PASSWORD = "juggler", "s3cret-Pa55"
 QUERY = "SELECT H.alert FROM H WHERE H.beatrate < 50"

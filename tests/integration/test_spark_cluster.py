@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from test_spark_jobs import ICU, canonical, eval_results
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 READY_WITHIN = 180.0
 """Seconds a master or worker may take to come up on a loaded machine."""

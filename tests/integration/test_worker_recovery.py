@@ -20,7 +20,7 @@ import pytest
 from test_worker import LATENESS, Q1, Q2, Reference, generate
 from test_worker_harness import Client, WorkerProcess, by_query, diff, unique
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, tmp_path) -> None:
