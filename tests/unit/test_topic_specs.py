@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from juggler.client.control import ControlView, QueryState, Sent, Submission, _state, _states
+from juggler.client.control import ControlView, QueryState, Submission, _state, _states
+from juggler.kafka.delivery import Sent
 from juggler.client import report
 from juggler.wire.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
                                  validate_query_id)

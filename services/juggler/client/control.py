@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import Codec, CodecError
 from juggler.kafka.client_config import client_config
+from juggler.kafka.delivery import ControlError, Sent, produce, require_topic
 from juggler.wire.names import CONTROL, CONTROL_STATUS, validate_query_id
 from juggler.kafka.offsets import log_ends
 from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
@@ -40,17 +41,6 @@ PENDING = "PENDING"
 
 REGISTERED, NOT_YET, REFUSED, DEREGISTERED = "registered", "pending", "rejected", "deregistered"
 """Where an id stands (`QueryState.state`): only REGISTERED is in effect in the worker."""
-
-
-class ControlError(RuntimeError):
-    """Kafka could not be used (unreachable, missing topic, failed produce)."""
-
-
-@dataclass(frozen=True)
-class Sent:
-    topic: str
-    partition: int
-    offset: int
 
 
 @dataclass(frozen=True)
@@ -220,42 +210,6 @@ class _Outcome:
         return True if done else None
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
-            timeout: float) -> list[Sent]:
-    """Produce `records` (key, value) in order with one idempotent producer; where each
-    landed, in the same order."""
-    from confluent_kafka import KafkaException, Producer
-
-    producer = Producer(client_config(bootstrap, **{
-        "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-        "message.timeout.ms": max(1, int(timeout * 1000)), "log_level": 0}))
-    _require_topic(producer, topic, timeout)
-    outcome: dict[int, Any] = {}
-
-    def delivered(i: int) -> Callable[[Any, Message], None]:
-        return lambda err, msg: outcome.__setitem__(i, (err, msg))
-
-    try:
-        for i, (key, value) in enumerate(records):
-            while True:
-                try:
-                    producer.produce(topic, key=key, value=value, on_delivery=delivered(i))
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-    except KafkaException as exc:
-        raise ControlError(f"cannot produce to {topic}: {exc}") from None
-    producer.flush(timeout + 1)
-    if len(outcome) < len(records):
-        raise ControlError(f"no acknowledgement from Kafka for {len(records) - len(outcome)} "
-                           f"messages to {topic} within {timeout:g}s")
-    failed = [err for err, _ in outcome.values() if err is not None]
-    if failed:
-        raise ControlError(f"producing to {topic} failed: {failed[0].str()}")
-    return [Sent(msg.topic(), msg.partition(), msg.offset())
-            for _, msg in (outcome[i] for i in range(len(records)))]
-
-
 # -- reading -------------------------------------------------------------------------
 
 
@@ -408,29 +362,11 @@ def _consumer(bootstrap: str) -> Consumer:
         "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "log_level": 0}))
 
 
-def _require_topic(client: Any, topic: str, timeout: float) -> int:
-    """The topic's partition count; a clear error when Kafka or the topic is missing."""
-    from confluent_kafka import KafkaException
-
-    try:
-        metadata = client.list_topics(topic, timeout=timeout)
-    except KafkaException as exc:
-        # librdkafka says "transport failure" for a wrong address, protocol or password alike
-        raise ControlError(f"cannot reach Kafka: {exc.args[0].str()} (check --bootstrap and "
-                           f"the security settings: --security-protocol, --sasl-*, --ssl-*, "
-                           f"or JUGGLER_KAFKA_*)") from None
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        raise ControlError(f"topic {topic} does not exist; create the topics with "
-                           f"`juggler topics apply`")
-    return len(found.partitions)
-
-
 def _end_offsets(bootstrap: str, topic: str, timeout: float) -> dict[int, int]:
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(client_config(bootstrap))
-    count = _require_topic(admin, topic, timeout)
+    count = require_topic(admin, topic, timeout)
     ends = log_ends(admin, [(topic, p) for p in range(count)], timeout)
     return {p: end for (_, p), end in ends.items()}
 
@@ -467,7 +403,7 @@ def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Message]:
 
     consumer = _consumer(bootstrap)
     try:
-        count = _require_topic(consumer, topic, timeout)
+        count = require_topic(consumer, topic, timeout)
         ends = {}
         for p in range(count):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TextIO
 
 from juggler.codec.jsonl import EventRecord, InputError, decode_json
-from juggler.client.control import ControlError, submit
+from juggler.kafka.delivery import ControlError
+from juggler.client.control import submit
 from juggler.wire.commands import Command, parse_event_line
 
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from juggler.client.control import ControlError, produce
+from juggler.kafka.delivery import ControlError, produce
 from juggler.kafka.client_config import client_config
 from juggler.kafka.client_log import stamp
 from juggler.kafka.offsets import answered, retriable

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError,
                              KafkaException, Message, TopicPartition)
 
-from juggler.client.control import ControlError
+from juggler.kafka.delivery import ControlError
 from juggler.kafka.client_log import client_log, stamp
 from juggler.kafka.offsets import (TP, UNSTABLE_WAIT, log_ends, open_transactions,
                                    stable_offsets, still_open)
