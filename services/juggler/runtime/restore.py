@@ -65,8 +65,8 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
     committed offset of each assigned partition, as the consumer was started at them.
 
     Why together: each partition read alone costs a consumer's start and a last fetch
-    that waits for more, and they added up one after the other (1.4 s per partition
-    with 10,000 queries); read together, the broker serves them in the same fetches.
+    that waits for more, and they added up one after the other (docs/worker.md, "State
+    and restore"); read together, the broker serves them in the same fetches.
     Each distinct query is compiled once for all the tasks (`worker.compiled`)."""
     names = worker.names
     inputs = [(topic, t.partition) for t in fresh for topic in t.topic_of.values()]

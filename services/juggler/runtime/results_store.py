@@ -89,18 +89,18 @@ CREATE TABLE IF NOT EXISTS ends (
 
 Why rows in arrival order with an index, not a table keyed by (query, topic, partition,
 offset): results of many queries arrive interleaved, and in a table clustered on that
-key every insert landed somewhere else in the tree with its whole JSON text (15 us per
-result at 100 queries, 4/5 of the index's time once the JSON is written natively);
-appended rows plus a small index entry take 5.5 us. A page then reads its rows
-through the index: about 0.1 ms instead of 0.05 for 50 results."""
+key every insert landed somewhere else in the tree with its whole JSON text, most of
+the index's time; appended rows plus a small index entry cost a fraction of that,
+and a page reading its rows through the index costs little more (docs/benchmarks.md,
+"Results API and index")."""
 
 INDEX_NICENESS = 10
 """How much the indexing process lowers its own CPU priority (`os.nice`). The index is a
 cache that may lag; the worker's loop, the commit thread and (on a small machine) the
-broker are the path of every result. On workload K (2 cores shared with the broker)
-the index took 3.5-4.5 CPU-s per 100,000 events, more than the worker's own process,
-and preempted its loop; at niceness 10 it gets about a tenth of a contended core and
-catches up whenever the loop waits. Measured: K's backlog 1.05x faster."""
+broker are the path of every result. On a small machine the index, which can take
+more CPU than the worker's own process, preempted its loop; lowered, it gets a small
+share of a contended core and catches up whenever the loop waits
+(docs/benchmarks.md, "Results API and index")."""
 
 INDEX_FETCH = {"fetch.wait.max.ms": 100, "fetch.min.bytes": 1 << 20}
 """The index's fetches wait for a megabyte or 100 ms: a cache may lag that much, and

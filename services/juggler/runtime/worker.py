@@ -69,18 +69,16 @@ FETCH_MIN_BYTES = 65_536
 """The consumer's fetch requests: the broker answers once it holds this many bytes for
 them or after `FETCH_WAIT_MS`. With librdkafka's 1 byte, live records arriving every
 few milliseconds each completed a fetch of their own, and each fetch a round of the
-loop (clearance, transaction) on a few records. Batching them for up to 5 ms, K at
-5,000 events/s (3 alternating pairs, with the results index's fetches below): p50
-187 -> 139 ms, p99 656 -> 414 ms. A record at a trickle waits up to 5 ms more; a
-backlog is unaffected (the bytes are there)."""
+loop (clearance, transaction) on a few records; batched, live latency falls
+(docs/worker.md, "The loop"). A record at a trickle waits up to `FETCH_WAIT_MS` more;
+a backlog is unaffected (the bytes are there)."""
 GC_YOUNG_THRESHOLD = 10_000
 """Allocations between two collections of the cyclic collector's youngest generation
 (CPython's default: 700). A round allocates tens of objects per record (decoded events,
 results, outgoing messages), nearly all freed by their reference counts within the
 round; at 700 the collector ran every few records, and the older generations' passes
-it triggers walked everything the buffers and the held-event tracker keep alive. On
-workload K offline (60,000 records, the loop's code without Kafka) collections took
-0.75 s of 3.2 s, and 0.17 s at 10,000."""
+it triggers walked everything the buffers and the held-event tracker keep alive
+(docs/worker.md, "State and restore", gives the loop's share they took)."""
 
 
 class Listening(Protocol):
@@ -703,12 +701,11 @@ def _close_quietly(consumer: Consumer | None) -> None:
 def _freeze_heap() -> None:
     """Collect once, then move every object alive now (modules, codecs, compiled
     queries, restored state) out of the cyclic collector's reach (`gc.freeze`). Without
-    it each full collection walked all of them on the loop's thread: 23-146 ms pauses
-    in the middle of a round, two or three in 15 s of workload K at 1,400 events/s (2-17
-    ms frozen), every record of the round waiting. Objects made later are collected as
-    before, and a frozen object that becomes garbage is still freed by its reference
-    count; cycles among frozen objects wait for the next restore, which unfreezes
-    first."""
+    it each full collection walked all of them on the loop's thread, pausing a round
+    with every record of it waiting (docs/worker.md, "State and restore"). Objects made
+    later are still collected, and a frozen object that becomes garbage is still freed
+    by its reference count; cycles among frozen objects wait for the next restore,
+    which unfreezes first."""
     gc.unfreeze()
     gc.collect()
     gc.freeze()

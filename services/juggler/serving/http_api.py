@@ -6,9 +6,8 @@ round (`worker.pages`, see `pages`), `/health` and the results page what can be 
 atomically, so no request waits for a round.
 
 A results page is read from the index on the event loop itself, not in a thread: a
-50-result page is 0.07 ms of SQLite, less than the 0.13 ms a hop to a thread costs,
-and with the page built by concatenation (`results_api.page_body`) a request costs the
-worker 0.33 ms of CPU instead of 1.41 ms (docs/benchmarks.md, "Results API and index").
+page's SQLite read costs less than the hop to a thread would, and the page is built by
+concatenation (`results_api.page_body`) (docs/benchmarks.md, "Results API and index").
 
 - `GET /queries/<id>/results?after=<cursor>&limit=N`: see `results_api`;
 - `GET /queries`: the queries registered in this worker's tasks;
