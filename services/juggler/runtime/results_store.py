@@ -393,9 +393,9 @@ def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
     (query, topic, partition) keys held are found one index seek each (a loose index
     scan, so the indexing process keeps no set of them), and each one's rows below the
     start are one range. The table's layout and the insert path stay as they are
-    (`SCHEMA`). Measured on 1M rows of 100 queries over 4 partitions: finding the 400
-    keys 5 ms, deleting 1,000 rows 9 ms; a `DELETE ... WHERE topic = ? AND partition =
-    ?` scans the table, 850 ms for the same rows."""
+    (`SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would scan the table
+    instead, a hundred times slower on a million rows (docs/benchmarks.md, "Results API
+    and index")."""
     deleted = 0
     with conn:
         key: tuple[str, str, int] = ("", "", -1)  # below every key: no topic name is empty

@@ -40,8 +40,8 @@ def page_body(results: list[str], positions: dict[int, int], behind: bool | None
               ) -> bytes:
     """`{"results": [...], "next": "<cursor>", "behind": false}` from results already
     encoded as JSON texts, byte for byte what `json.dumps` of the decoded page gives:
-    decoding each result and encoding the page again was most of a request's cost (0.9
-    of 1.4 ms for 50 results). `behind`: the index had not yet indexed everything
+    decoding each result and encoding the page again was most of a request's cost.
+    `behind`: the index had not yet indexed everything
     committed to the topic, or its indexer failed, so a client at the end of the pages
     has not caught up with the topic; left out when None."""
     tail = "" if behind is None else ', "behind": ' + json.dumps(behind)
