@@ -140,6 +140,7 @@ NEVER_MS = 600_000
 buffer then waits for a stalled producer or fetch as long as it takes."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["worker", "faust"])
 def test_live_producers_one_per_stream_lose_nothing_to_lateness(setup: Any, runtime: str
                                                                ) -> None:
@@ -204,6 +205,7 @@ def closing_records(client: Client, feed: list[tuple[str, str, int, dict]], ts: 
     return out
 
 
+@pytest.mark.slow
 def test_commands_mid_backlog_take_effect_at_their_barriers(setup: Any) -> None:
     client, worker, app = setup
     feed = events(4_000, keys=16, seed=3)
@@ -253,6 +255,7 @@ def _kill_while_restoring(w: WorkerProcess) -> bool:
     raise AssertionError("the worker neither restored nor answered")
 
 
+@pytest.mark.slow
 def test_sigkill_during_backlog_and_during_restore_loses_and_duplicates_nothing(setup: Any) -> None:
     client, worker, app = setup
     w = worker(retention=120_000)  # a large held state, so restoring takes a while
@@ -339,6 +342,7 @@ def _wait_results(w: WorkerProcess, n: int, timeout: float = 120.0) -> None:
     raise AssertionError(f"fewer than {n} results after {timeout} s\n{w.log_tail()}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["faust"])
 def test_faust_sigkill_during_backlog_and_during_restore_loses_nothing(setup: Any) -> None:
     """The Faust runtime is at least once (semantics 4b): after SIGKILLs mid-backlog and
