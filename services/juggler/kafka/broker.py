@@ -343,12 +343,10 @@ class LocalBroker:
         """The JVM's command line. C1 only (`-XX:TieredStopAtLevel=1`): this broker
         shares a small machine with the worker, the tests or the benchmark, and lives
         for minutes. With the default tiered JIT, C2's compiler threads ran through
-        every run, meeting the produce, fetch and transaction paths: a backlog of
-        100,000 events of workload K cost the broker 2.2 CPU-seconds, 2.0 of them
-        compiling, on a machine of 2 cores; with C1 alone 0.9, 0.07 compiling
-        (docs/benchmarks.md, "The broker's compiler"). C2's code serves requests with
-        less CPU once compiled, which a broker running for weeks gains and keeps its
-        JVM's defaults for."""
+        every run, meeting the produce, fetch and transaction paths, and took most of
+        the broker's CPU on a machine of 2 cores (docs/benchmarks.md, "The broker's
+        compiler"). C2's code serves requests with less CPU once compiled, which a
+        broker running for weeks gains and keeps its JVM's defaults for."""
         assert self.data_dir is not None
         return [
             "java",

@@ -166,7 +166,8 @@ def leaves(comparisons: Iterable[Comparison]) -> Iterator[Expr]:
 
 @cache
 def lark_parser() -> Lark:
-    """The Lark parser, built once per process (building the LALR tables takes ~50 ms)."""
+    """The Lark parser, built once per process: building the LALR tables costs far more
+    than parsing a query (docs/worker.md, "Commands: barriers, ACCEPTED, LIVE")."""
     return Lark(
         GRAMMAR_FILE.read_text(encoding="utf-8"),
         parser="lalr",

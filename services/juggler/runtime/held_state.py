@@ -19,14 +19,13 @@ offsets exactly. A round writes only what it changed:
 - `h`: the task's horizon H, which a deregistration must not shrink.
 
 Why a record per round rather than per event: a record and a tombstone per held event
-were 47% of the records a round produced on workload K (100,000 references and 39,979
-tombstones per 100,000 events), each one a produce call in the worker and a record the
-broker appends and its cleaner compacts. Why references rather than copies of the
-values: the stream topic already holds every held event. It is Kafka Streams'
-source-topic changelog optimisation (a table restored from its input topic), and it
-costs the same requirement: the stream topics must keep a record as long as it can be
-held. The restore reads the originals back from the stream topics
-(`readback.read_originals`).
+were a large share of the records a round produced (docs/worker.md, "State and
+restore"), each one a produce call in the worker and a record the broker appends and its
+cleaner compacts. Why references rather than copies of the values: the stream topic
+already holds every held event. It is Kafka Streams' source-topic changelog optimisation
+(a table restored from its input topic), and it costs the same requirement: the stream
+topics must keep a record as long as it can be held. The restore reads the originals
+back from the stream topics (`readback.read_originals`).
 
 Earlier versions wrote `e/<topic>/<offset>` per held event (headers: the entity key and
 the arrival sequence; the value an ignored copy or empty, a tombstone on release). They
@@ -82,8 +81,8 @@ def refs_record(refs: Iterable[Ref]) -> bytes:
     {"refs": {<topic>: [[offset, seq, ts, key], ...]}}, ensure_ascii=False,
     separators=(",", ":")).encode()` writes, topics in order of first appearance. Built
     as text, one `%` per topic over a flat list of its values, because that `json.dumps`
-    was most of the worker's bookkeeping of held events (6% of its main thread on
-    workload K): a list per reference, and the encoder's cycle check and escaping of the
+    was most of the worker's bookkeeping of held events (docs/worker.md, "State and
+    restore"): a list per reference, and the encoder's cycle check and escaping of the
     key for each one. Keys repeat (workload K has 20), so each is quoted once per record."""
     by_topic: dict[str, list[int | str]] = {}
     quoted: dict[str, str] = {}

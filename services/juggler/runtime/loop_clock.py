@@ -6,8 +6,9 @@ to the phase it leaves. Exported as `juggler_loop_seconds_total{phase}`: the rat
 each phase is the share of the loop it takes, on a dashboard as in a benchmark, with no
 profiler attached. The loop thread's CPU time is split the same way
 (`juggler_loop_cpu_seconds_total{phase}`): wall time beyond it is time the loop
-waited (for the broker, for a core, for the GIL). A switch reads both clocks (about
-0.7 µs) and is made per fetched batch and per evaluated batch, not per record.
+waited (for the broker, for a core, for the GIL). A switch reads both clocks, cheap
+but not free, so it is made per fetched batch and per evaluated batch, not per record
+(docs/worker.md, "The loop").
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.
 machine: a quantile is interpolated within its bucket."""
 TRANSACTION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075,
                        0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-"""Finer than the latency's below 0.1 s: a transaction takes 8-40 ms on a local broker."""
+"""Finer than the latency's below 0.1 s, where a transaction on a local broker falls
+(docs/worker.md, "The loop")."""
 
 
 class WorkerMetrics:

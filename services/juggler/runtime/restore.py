@@ -47,9 +47,9 @@ def assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contro
              committed: Mapping[TP, int | None]) -> None:
     """`_assigned` with Python's cyclic garbage collector paused: a restore allocates
     millions of objects that live until it ends (state records, held events' values
-    and events), and the collector's passes over them took 45% of the restore of
-    1,000,000 held events (49.2 s with it, 27.4 s without, same hour); what the restore
-    leaves for it is collected once it is enabled again."""
+    and events), and the collector's passes over them, which free none of them, took
+    a large share of the restore (docs/worker.md, "State and restore"); what the
+    restore leaves for it is collected once it is enabled again."""
     gc.disable()
     try:
         _assigned(worker, fresh, control, committed)

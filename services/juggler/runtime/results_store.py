@@ -69,10 +69,10 @@ from confluent_kafka.admin import AdminClient
 from juggler.codec.avro import RESULT, Codec, CodecError
 from juggler.engine.rust_core import result_json
 from juggler.kafka.client_log import client_log, unwatched, watched
-from juggler.wire.names import QUERY_HEADER
 from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
 from juggler.runtime.recovery import Backoff
+from juggler.wire.names import QUERY_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,7 @@ share of a contended core and catches up whenever the loop waits
 INDEX_FETCH = {"fetch.wait.max.ms": 100, "fetch.min.bytes": 1 << 20}
 """The index's fetches wait for a megabyte or 100 ms: a cache may lag that much, and
 fetching each transaction's results as they are committed took broker and index CPU
-from the worker's path (index CPU per live K run at 5,000 events/s: 1.6 against 2.0
-seconds)."""
+from the worker's path (docs/worker.md, "The loop")."""
 
 TRIM_INTERVAL = 60.0
 """Seconds between the indexing process's passes that drop what retention deleted
@@ -394,8 +393,8 @@ def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
     scan, so the indexing process keeps no set of them), and each one's rows below the
     start are one range. The table's layout and the insert path stay as they are
     (`SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would scan the table
-    instead, a hundred times slower on a million rows (docs/benchmarks.md, "Results API
-    and index")."""
+    instead, far slower on a large table (docs/benchmarks.md, "Results API and
+    index")."""
     deleted = 0
     with conn:
         key: tuple[str, str, int] = ("", "", -1)  # below every key: no topic name is empty

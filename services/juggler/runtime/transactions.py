@@ -59,9 +59,10 @@ RETRY_BACKOFF_MS = 5
 """librdkafka's first retry backoff (100 ms by default, doubling up to
 `retry.backoff.max.ms`). A transaction begun right after the previous commit meets
 CONCURRENT_TRANSACTIONS from the coordinator until that one's markers are written, and
-`send_offsets_to_transaction` retries after the backoff: with the default it was 89% of
-a live worker's commit time, ~100 ms added to every round (confluent-kafka-python
-issue 967; the Java client lowered the same backoff in KAFKA-5477)."""
+`send_offsets_to_transaction` retries after the backoff: with the default, that wait
+was most of a live worker's commit time and delayed every round (docs/worker.md,
+"Exactly once"; confluent-kafka-python issue 967; the Java client lowered the same
+backoff in KAFKA-5477)."""
 
 
 HUNG_KEY = b"juggler.hung"
@@ -246,7 +247,7 @@ class Transactions:
         """The commit thread, one for the producer's life. Why not a thread per
         transaction begun while none was in flight: `Thread.start` waits until the new
         thread runs, and on a busy machine the loop stood still for the scheduler and
-        the GIL handover (4% of its time on workload K)."""
+        the GIL handover (docs/worker.md, "The loop")."""
         while True:
             with self._cond:
                 while self._start is None and not self._closed:

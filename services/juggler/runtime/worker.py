@@ -339,7 +339,7 @@ class JugglerWorker(Job):
                 # and its round's counts reach the metrics now, not a round later.
                 # Not when the last round left records it could take at once (a
                 # backlog fetched to its end): waiting there put every transaction
-                # back on the loop's path, 40% of K's evaluation time
+                # back on the loop's path (docs/worker.md, "The loop")
                 transactions.wait()
             clock.enter("other")
             self._restore_new(transactions)
@@ -601,11 +601,10 @@ class JugglerWorker(Job):
     def _group_metadata(self, consumer: Consumer) -> Any:
         """The consumer's group metadata for `send_offsets_to_transaction` (KIP-447:
         the generation fences a worker whose partitions moved on), asked once per
-        assignment: librdkafka answers it from its main thread, a thread round trip
-        that was 5-8% of the loop's busy time asked every round at 5,000 events/s. A
-        rebalance calls `_on_assign`/`_on_revoke`, which move `_generation` on; a
-        stale metadata could only make a commit fail (fenced), which closes the tasks
-        dirty."""
+        assignment: librdkafka answers it from its main thread, a thread round trip too
+        costly to make every round (docs/worker.md, "Exactly once"). A rebalance calls
+        `_on_assign`/`_on_revoke`, which move `_generation` on; a stale metadata could
+        only make a commit fail (fenced), which closes the tasks dirty."""
         if self._group_meta is None or self._group_meta[0] != self._generation:
             self._group_meta = (self._generation, consumer.consumer_group_metadata())
         return self._group_meta[1]

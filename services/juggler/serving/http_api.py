@@ -7,7 +7,7 @@ atomically, so no request waits for a round.
 
 A results page is read from the index on the event loop itself, not in a thread: a
 page's SQLite read costs less than the hop to a thread would, and the page is built by
-concatenation (`results_api.page_body`) (docs/benchmarks.md, "Results API and index").
+concatenation (`results_api.page_body`) (docs/worker.md, "HTTP").
 
 - `GET /queries/<id>/results?after=<cursor>&limit=N`: see `results_api`;
 - `GET /queries`: the queries registered in this worker's tasks;
