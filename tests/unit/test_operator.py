@@ -151,8 +151,9 @@ def test_nearly_equal_equality_constants_give_each_partner_once() -> None:
 
 
 def test_comparisons_whose_column_cancels_out_are_true_or_false_as_written() -> None:
-    """Semantics 2 (issue 12 item 7): `B.x * 0 = 0`, `B.s = B.s` hold on every event; their
-    false forms on none, so a query with one never matches; the reference agrees."""
+    """Semantics 2, comparisons whose column cancels out: `B.x * 0 = 0`, `B.s = B.s`
+    hold on every event; their false forms on none, so a query with one never matches;
+    the reference agrees."""
     from juggler.engine.naive import NaiveEngine
 
     queries = [
