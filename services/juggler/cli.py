@@ -275,9 +275,9 @@ def query_group() -> None:
 def _submit(bootstrap: str, command: Command, wait: bool, timeout: float,
             topic_prefix: str = "") -> None:
     """Send `command`; with `wait`, until it is live in every partition (or rejected)."""
-    from juggler.kafka.delivery import ControlError
     from juggler.client.control import submit
     from juggler.client.report import submission
+    from juggler.kafka.delivery import ControlError
 
     try:
         sub = submit(bootstrap, command, wait=wait, timeout=timeout, prefix=topic_prefix)
@@ -345,9 +345,9 @@ def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait
                  timeout: float, topic_prefix: str = "") -> None:
     """Register every query of a JSON-lines file in one go (one producer, one reader)."""
     from juggler.codec.jsonl import InputError, decode_json, parse_query_line
-    from juggler.kafka.delivery import ControlError
     from juggler.client.control import submit_many
     from juggler.client.report import submissions
+    from juggler.kafka.delivery import ControlError
     from juggler.wire.commands import RegisterCommand
 
     commands = []
@@ -392,8 +392,8 @@ def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix:
 def _control_view(bootstrap: str, timeout: float, topic_prefix: str) -> Any:
     """The control topic read to its end; a broker that cannot be read is the user's
     error message, not a traceback."""
-    from juggler.kafka.delivery import ControlError
     from juggler.client.control import read_control
+    from juggler.kafka.delivery import ControlError
 
     try:
         return read_control(bootstrap, timeout=timeout, prefix=topic_prefix)
@@ -456,9 +456,9 @@ def produce_command(events: str, bootstrap: str, topic_prefix: str, timeout: flo
     import sys
 
     from juggler.codec.jsonl import InputError
-    from juggler.kafka.delivery import ControlError
     from juggler.client.produce import lines_of, produce, source
     from juggler.client.produce_progress import progress_bar
+    from juggler.kafka.delivery import ControlError
 
     file = source(events)
     try:
@@ -546,8 +546,8 @@ def status_command(bootstrap: str, app_id: str, topic_prefix: str, timeout: floa
     from collections import defaultdict
 
     from juggler.codec.avro import Codec
-    from juggler.kafka.delivery import ControlError
     from juggler.client.control import read_control
+    from juggler.kafka.delivery import ControlError
     from juggler.kafka.group_progress import progress
     from juggler.runtime.topic_names import TopicNames
 
@@ -651,9 +651,9 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
     """The whole service on this machine: a local Kafka broker, the topics, a worker,
     the ICU queries registered, simulated vitals produced in real time, and each
     query's results printed as they are committed."""
-    from juggler.kafka.delivery import ControlError
     from juggler.demo.run import DemoOptions, run
     from juggler.kafka.client_config import Security
+    from juggler.kafka.delivery import ControlError
 
     if bootstrap is None and Security.from_env().security_protocol != "PLAINTEXT":
         raise click.UsageError("the security settings are for --bootstrap's cluster; "

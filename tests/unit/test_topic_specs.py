@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from juggler.client import report
 from juggler.client.control import ControlView, QueryState, Submission, _state, _states
 from juggler.kafka.delivery import Sent
-from juggler.client import report
-from juggler.wire.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
-                                 validate_query_id)
 from juggler.kafka.topics import ApplyReport, TopicSpecError, load_specs
 from juggler.wire.commands import CommandStatus, DeregisterCommand, RegisterCommand
+from juggler.wire.names import (InvalidName, results_topic, stream_of_topic, stream_topic,
+                                validate_query_id)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from juggler.codec.avro import Codec, CodecError
 from juggler.kafka.client_config import client_config
 from juggler.kafka.delivery import ControlError, Sent, produce, require_topic
-from juggler.wire.names import CONTROL, CONTROL_STATUS, validate_query_id
 from juggler.kafka.offsets import log_ends
 from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
                                    RegisterCommand, decode_command, encode_command,
                                    rewritten_from)
+from juggler.wire.names import CONTROL, CONTROL_STATUS, validate_query_id
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message

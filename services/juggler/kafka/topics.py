@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from juggler.wire.names import (CONTROL, CONTROL_FANOUT, CONTROL_STATUS, DEADLETTER,
-                                 RESULTS_PREFIX, InvalidName, results_topic,
-                                 stream_of_topic, stream_topic, validate_query_id)
 from juggler.kafka.offsets import log_ends
+from juggler.wire.names import (CONTROL, CONTROL_FANOUT, CONTROL_STATUS, DEADLETTER,
+                                RESULTS_PREFIX, InvalidName, results_topic,
+                                stream_of_topic, stream_topic, validate_query_id)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.engine.events import Result
-from juggler.wire.names import QUERY_HEADER
 from juggler.language.model import TIMESTAMP, ColumnRef, Query
 from juggler.runtime.topic_names import TopicNames
 from juggler.spark import streams, wire
@@ -39,6 +38,7 @@ from juggler.spark.archive import (
 from juggler.spark.errors import JobError
 from juggler.spark.progress import Progress
 from juggler.spark.sql import BackfillStatement, compile_statement, exact_holds
+from juggler.wire.names import QUERY_HEADER
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
