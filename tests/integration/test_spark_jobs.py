@@ -233,6 +233,23 @@ def test_shared_backfill_of_the_icu_example_with_its_control_lines(
         assert {r["query"] for r in got} >= {"q1", "q2"}
 
 
+def test_a_parquet_archive_of_juggler_is_read_without_a_spark_job(
+        session: Any, icu_archive: tuple[Path, Path], codec: Codec) -> None:
+    """Opening an archive `juggler spark archive` wrote runs no Spark job (its streams'
+    schemas are known, not inferred): each backfill over it starts with its own work."""
+    from juggler.spark.archive import read_archive
+
+    _, archive = icu_archive
+    context = session.sparkContext
+    context.setJobGroup("juggler-read-archive", "reading the ICU archive")
+    try:
+        frames = read_archive(session, archive, codec)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert set(frames) == {"B", "H", "K", "T"}
+    assert list(context.statusTracker().getJobIdsForGroup("juggler-read-archive")) == []
+
+
 @pytest.mark.parametrize("archive_format", ["parquet", "avro"])
 def test_backfill_reads_archive_columns_by_name_and_names_a_missing_one(
         session: Any, tmp_path: Path, codec: Codec, archive_format: str) -> None:

@@ -139,14 +139,16 @@ def _written_schema(spark: SparkSession, path: Path) -> StructType | None:
             jvm.org.apache.hadoop.fs.Path(files[0].as_uri()),
             spark.sparkContext._jsc.hadoopConfiguration())
         reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
-    except Py4JJavaError:  # not Parquet: inference reports it as it does for any reader
+        try:
+            stored = reader.getFooter().getFileMetaData().getKeyValueMetaData().get(
+                SPARK_SCHEMA_KEY)
+        finally:
+            reader.close()
+        return None if stored is None else StructType.fromJson(json.loads(stored))
+    except (Py4JJavaError, ValueError, KeyError, TypeError):
+        # not Parquet, or a footer this Spark cannot read: inference reports what it
+        # finds, as it does for any reader
         return None
-    try:
-        stored = reader.getFooter().getFileMetaData().getKeyValueMetaData().get(
-            SPARK_SCHEMA_KEY)
-    finally:
-        reader.close()
-    return None if stored is None else StructType.fromJson(json.loads(stored))
 
 
 def _holds(written: StructType | None, schema: StructType) -> bool:
