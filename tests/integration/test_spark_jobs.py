@@ -250,6 +250,28 @@ def test_a_parquet_archive_of_juggler_is_read_without_a_spark_job(
     assert list(context.statusTracker().getJobIdsForGroup("juggler-read-archive")) == []
 
 
+def test_a_stream_directory_without_data_files_is_a_stream_without_events(
+        session: Any, tmp_path: Path, icu_archive: tuple[Path, Path], codec: Codec) -> None:
+    """A stream's directory holding no data file (only Spark's `_SUCCESS`, as an empty
+    table's would) reads as no events of that stream, with its columns, as Spark reads
+    an empty table it knows the schema of; the other streams are read as they are."""
+    import shutil
+
+    from juggler.spark.archive import read_archive, stream_schema
+
+    _, written = icu_archive
+    archive = tmp_path / "archive"
+    shutil.copytree(written, archive)
+    shutil.rmtree(archive / "K")
+    (archive / "K").mkdir()
+    (archive / "K" / "_SUCCESS").write_text("")
+    frames = read_archive(session, archive, codec)
+    assert frames["K"].count() == 0
+    assert frames["K"].schema == stream_schema(codec, "K")
+    before = read_archive(session, written, codec)
+    assert {s: frames[s].count() for s in "BHT"} == {s: before[s].count() for s in "BHT"}
+
+
 @pytest.mark.parametrize("archive_format", ["parquet", "avro"])
 def test_backfill_reads_archive_columns_by_name_and_names_a_missing_one(
         session: Any, tmp_path: Path, codec: Codec, archive_format: str) -> None:

@@ -98,10 +98,11 @@ def read_archive(spark: SparkSession, directory: Path, codec: Codec,
         if not path.is_dir():
             raise BadInput(f"archive {directory} has no events of stream {stream} "
                            f"(no {path}/)")
-        fmt = "avro" if any(path.rglob("*.avro")) else "parquet"
+        files = _data_files(path)
+        fmt = "avro" if any(f.suffix == ".avro" for f in files) else "parquet"
         schema = stream_schema(codec, stream)
         reader = spark.read.format(fmt)
-        if fmt == "parquet" and _holds(_written_schema(spark, path), schema):
+        if not files or fmt == "parquet" and _holds(_written_schema(spark, files[0]), schema):
             reader = reader.schema(schema)
         frame = reader.load(str(path))
         missing = [f.name for f in schema.fields if f.name not in frame.columns]
@@ -117,10 +118,19 @@ SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
 Spark schema (as JSON): the schema Spark's inference reads back from that file."""
 
 
-def _written_schema(spark: SparkSession, path: Path) -> StructType | None:
-    """The Spark schema in the footer of the first Parquet data file under `path`
-    (by path; Spark's inference also reads one file's footer), read on the driver;
-    None without one (no file, a file from another writer, or one that is not Parquet).
+def _data_files(path: Path) -> list[Path]:
+    """The files under a stream's directory that Spark reads as data (not `_`- or
+    `.`-prefixed, at any depth: `_SUCCESS`, checksums), by path. None is a stream
+    without events, read as an empty frame of the stream's schema, as Spark reads an
+    empty table it is given the schema of."""
+    return sorted(f for f in path.rglob("*") if f.is_file() and not any(
+        part.startswith(("_", ".")) for part in f.relative_to(path).parts))
+
+
+def _written_schema(spark: SparkSession, first: Path) -> StructType | None:
+    """The Spark schema in the footer of `first`, the first Parquet data file (Spark's
+    inference also reads one file's footer), read on the driver; None without one (a
+    file from another writer, or one that is not Parquet).
 
     Why not let Spark infer it: for Parquet, inference runs a Spark job per stream to
     read that footer, a fixed cost in every job over the archive. Given the schema,
@@ -128,15 +138,11 @@ def _written_schema(spark: SparkSession, path: Path) -> StructType | None:
     from py4j.protocol import Py4JJavaError
     from pyspark.sql.types import StructType
 
-    files = sorted(f for f in path.rglob("*") if f.is_file() and not any(
-        part.startswith(("_", ".")) for part in f.relative_to(path).parts))
-    if not files:
-        return None
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     try:
         source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-            jvm.org.apache.hadoop.fs.Path(files[0].as_uri()),
+            jvm.org.apache.hadoop.fs.Path(first.as_uri()),
             spark.sparkContext._jsc.hadoopConfiguration())
         reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
         try:
