@@ -148,7 +148,7 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
                    [(c.id.encode(), encode_command(codec, c)) for c in commands], timeout)
     if start is None:
         return [Submission(c, s, None) for c, s in zip(commands, sent)]
-    outcomes = {s.offset: _Outcome(codec, c.id, s.offset, live) for c, s in zip(commands, sent)}
+    outcomes = {s.offset: _Outcome(c.id, s.offset, live) for c, s in zip(commands, sent)}
     pending = set(outcomes)
 
     def see(msg: Message) -> bool | None:
@@ -164,7 +164,7 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
         for offset in offsets:
             outcome = outcomes[offset]
             before = (outcome.verdict is None, len(outcome.live))
-            if outcome.see(msg):
+            if outcome.see(status):
                 pending.discard(offset)
             answered = answered or (outcome.verdict is None, len(outcome.live)) != before
         return True if not pending else (False if answered else None)
@@ -180,7 +180,6 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
 class _Outcome:
     """The statuses of one command as they come: its verdict, then LIVE per partition."""
 
-    codec: Codec
     query_id: str
     offset: int
     wait_live: bool
@@ -188,12 +187,8 @@ class _Outcome:
     live: set[int] = field(default_factory=set)
     partitions: int = 0
 
-    def see(self, msg: Message) -> bool | None:
+    def see(self, status: CommandStatus) -> bool | None:
         """True once nothing more is to be waited for."""
-        try:
-            status = CommandStatus.decode(self.codec, msg.value())
-        except CodecError:
-            return None
         if status.live:  # cumulative: every command up to its offset is live there
             if status.command_offset < self.offset:
                 return None

@@ -140,7 +140,7 @@ class ControlTask:
             self.accepted[qid] = record.offset
         else:
             self.accepted.pop(qid, None)
-        copy = encode_command(w.codec, command, topic=w.names.fanout)
+        copy = encode_command(w.codec, command, topic=w.names.fanout, trusted=True)
         for p in range(w.partitions):
             outbox.send(w.names.fanout, qid.encode(), copy, partition=p,
                         headers=fanout_headers(record.offset, barriers[p]))

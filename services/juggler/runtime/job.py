@@ -177,7 +177,7 @@ class Job:
         once, not once per partition. Raises `CodecError`."""
         command = self._fanout.get(value)
         if command is None:
-            command = self._fanout.put(value, decode_command(self.codec, value))
+            command = self._fanout.put(value, decode_command(self.codec, value, trusted=True))
         return command
 
     def ensure_results_topic(self, query_id: str) -> None:

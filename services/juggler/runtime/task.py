@@ -28,8 +28,8 @@ from juggler.runtime import held_state
 from juggler.runtime.arrival import Apply, Barrier, Pending, Take, Wait
 from juggler.runtime.job import TaskContext
 from juggler.runtime.transactions import Outbox
-from juggler.wire.commands import (LIVE, CommandStatus, DeregisterCommand, RegisterCommand,
-                                   barrier_of, control_offset_of)
+from juggler.wire.commands import (LIVE, Command, CommandStatus, DeregisterCommand,
+                                   RegisterCommand, barrier_of, control_offset_of)
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ class PartitionTask:
         self.seq = 0
         self.held_refs = held_state.HeldRefs(worker.max_record_bytes)
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
-        self.live: CommandStatus | None = None
-        """The last command this round applied, for the round's one LIVE status."""
+        self.live: tuple[Command, Record] | None = None
+        """The last command this round applied and its fanout record, for the round's
+        one LIVE status (made only for that one: a burst applies hundreds a round)."""
         self.restored = False
         self.committed: dict[tuple[str, int], int] | None = None
         """A revoked task's committed input offsets: if the group's are the same when it
@@ -183,8 +184,11 @@ class PartitionTask:
         state = self.w.names.state
         if self.live is not None:  # one LIVE per round: every command up to it is live here
             w = self.w
-            outbox.send(w.names.status, self.live.id.encode(),
-                        self.live.encode(w.codec, topic=w.names.status))
+            command, record = self.live
+            live = CommandStatus(command.id, command.action, LIVE, "",
+                                 control_offset_of(record.headers), self.partition, w.partitions)
+            outbox.send(w.names.status, command.id.encode(),
+                        live.encode(w.codec, topic=w.names.status))
             self.live = None
         gone, written = self.held_refs.flush()
         for key in gone:
@@ -357,9 +361,7 @@ class PartitionTask:
             self.own_topic.discard(qid)
             outbox.put(state, (held_state.QUERY + qid).encode(), None, self.partition)
             log.debug("partition %d: deregistered %r", self.partition, qid)
-        self.live = CommandStatus(qid, command.action, LIVE, "",
-                                  control_offset_of(record.headers), self.partition,
-                                  w.partitions)
+        self.live = command, record
 
     def _horizon(self) -> int:
         """The engine's horizon once the queries waiting in `_registering` are in it."""

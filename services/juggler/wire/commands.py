@@ -12,10 +12,12 @@ means the same everywhere. The Avro schemas are `schemas/Command.avsc` and
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, cast
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.jsonl import (EventRecord, InputError, json_object, json_query_id,
@@ -99,15 +101,18 @@ def command_from_record(record: Mapping[str, Any]) -> Command:
     return DeregisterCommand(record["id"])
 
 
-def encode_command(codec: Codec, command: Command, topic: str | None = None) -> bytes:
+def encode_command(codec: Codec, command: Command, topic: str | None = None, *,
+                   trusted: bool = False) -> bytes:
     """A command's Kafka value; `topic` (default `juggler.control`) is where it goes,
-    which names its Schema Registry subject."""
-    return codec.encode(COMMAND, command.record(), topic=topic)
+    which names its Schema Registry subject. `trusted`: a command decoded from the
+    control topic, so checked already (`Codec.encode`), as its fanout copies are."""
+    return codec.encode(COMMAND, command.record(), topic=topic, trusted=trusted)
 
 
-def decode_command(codec: Codec, value: bytes | None) -> Command:
-    """A Kafka value's command; raises `CodecError` for one that is not."""
-    return command_from_record(codec.decode(COMMAND, value))
+def decode_command(codec: Codec, value: bytes | None, *, trusted: bool = False) -> Command:
+    """A Kafka value's command; raises `CodecError` for one that is not. `trusted`: a
+    fanout copy, which a worker's control task wrote (`Codec.decode`)."""
+    return command_from_record(codec.decode(COMMAND, value, trusted=trusted))
 
 
 def parse_command_line(value: Any) -> Command:
@@ -143,7 +148,14 @@ def fanout_headers(control_offset: int, barrier: Mapping[str, int]) -> list[tupl
     the command's control offset and the barrier (per stream, the log end it applies
     at)."""
     return [(CONTROL_OFFSET_HEADER, str(control_offset).encode()),
-            (BARRIER_HEADER, json.dumps(barrier).encode())]
+            (BARRIER_HEADER, _barrier_text(tuple(barrier.items())))]
+
+
+@functools.lru_cache(maxsize=256)
+def _barrier_text(barrier: tuple[tuple[str, int], ...]) -> bytes:
+    """Cached: every command a round accepts has the same barrier per partition (the
+    log ends asked once), so a burst of registrations writes a few texts many times."""
+    return json.dumps(dict(barrier)).encode()
 
 
 def barrier_of(headers: Headers, streams: Iterable[str]) -> dict[str, int] | None:
@@ -152,13 +164,21 @@ def barrier_of(headers: Headers, streams: Iterable[str]) -> dict[str, int] | Non
     value = dict(headers or ()).get(BARRIER_HEADER)
     if value is None:
         return None
+    offsets = _barrier_read(value)
+    if offsets is None or not all(isinstance(offsets.get(s), int) for s in streams):
+        return None
+    return dict(offsets)
+
+
+@functools.lru_cache(maxsize=256)
+def _barrier_read(value: bytes) -> Mapping[str, Any] | None:
+    """A barrier header's JSON object, or None; cached as `_barrier_text` is, for the
+    partition tasks reading a burst's copies."""
     try:
         offsets = json.loads(value)
-        if not all(isinstance(offsets[s], int) for s in streams):
-            raise TypeError
-    except (KeyError, TypeError, ValueError):
+    except (TypeError, ValueError):
         return None
-    return cast("dict[str, int]", offsets)
+    return MappingProxyType(offsets) if isinstance(offsets, dict) else None
 
 
 def control_offset_of(headers: Headers) -> int:
@@ -226,10 +246,13 @@ class CommandStatus:
 
     def encode(self, codec: Codec, topic: str | None = None) -> bytes:
         """The Kafka value; `topic` as for `encode_command` (default
-        `juggler.control.status`)."""
-        return codec.encode(COMMAND_STATUS, self.record(), topic=topic)
+        `juggler.control.status`). Written without validating it (`Codec.encode`'s
+        `trusted`): a worker builds a status of its own values, five per command."""
+        return codec.encode(COMMAND_STATUS, self.record(), topic=topic, trusted=True)
 
     @classmethod
     def decode(cls, codec: Codec, data: bytes | None) -> CommandStatus:
-        """Raises `CodecError` for a value that is not a status."""
-        return cls.from_record(codec.decode(COMMAND_STATUS, data))
+        """Raises `CodecError` for a value that is not a status. Read as trusted
+        (`Codec.decode`): only workers write statuses, and a client waiting for a burst
+        of registrations, or a restore, reads five of them per command."""
+        return cls.from_record(codec.decode(COMMAND_STATUS, data, trusted=True))
