@@ -29,7 +29,7 @@ def published() -> Pages:
     return Pages(progress={"partitions": {"0": {"restored": True, "inputs": {},
                                                 "pending_commands": 0}},
                            "restoring": [], "control": True},
-                 queries=(QUERY,),
+                 queries={QUERY["id"]: QUERY["text"]},
                  scrape=Scrape(engines=(Engine(task, manager, {"B": 3}, 1, (0, (), 1)),),
                                tasks=(task,),
                                lags=(("juggler.stream.B", 0, 5),),
@@ -81,7 +81,7 @@ def test_queries_show_a_registration_in_the_next_snapshot() -> None:
     port = serve(worker, "127.0.0.1", 0).port
     assert json.loads(get(port, "/queries")) == {"queries": [QUERY]}
     other = {"id": "q2", "text": "SELECT * FROM H"}
-    worker.pages = replace(published(), queries=(QUERY, other))
+    worker.pages = replace(published(), queries={q["id"]: q["text"] for q in (QUERY, other)})
     assert json.loads(get(port, "/queries")) == {"queries": [QUERY, other]}
 
 

@@ -17,7 +17,7 @@ from juggler.runtime.pages import EMPTY
 def fake_worker() -> SimpleNamespace:
     return SimpleNamespace(ready=True, tasks={}, unavailable=lambda: None,
                            settings=SimpleNamespace(app_id="a"),
-                           pages=replace(EMPTY, queries=({"id": "q1", "text": "SELECT ..."},)),
+                           pages=replace(EMPTY, queries={"q1": "SELECT ..."}),
                            metrics=SimpleNamespace(cached=lambda: None,
                                                    expose=lambda: b"juggler_up 1\n"),
                            results_store=SimpleNamespace(health=lambda: {"status": "ok"}))

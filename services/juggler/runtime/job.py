@@ -34,7 +34,7 @@ from juggler.runtime.deadletters import DeadLetters
 from juggler.runtime.group_settings import GroupSettings
 from juggler.runtime.loop_clock import LoopClock
 from juggler.runtime.metrics import WorkerMetrics
-from juggler.runtime.pages import Scrape, TaskView, queries_of
+from juggler.runtime.pages import Scrape, TaskView, listed, queries_of
 from juggler.runtime.pages import scrape as scrape_tasks
 from juggler.runtime.readback import read_originals
 from juggler.runtime.results_store import ResultsStore
@@ -210,7 +210,7 @@ class Job:
         return any(query_id in t.own_topic for t in self.restored_tasks())
 
     def registered_queries(self) -> list[dict[str, str]]:
-        return queries_of(self.restored_tasks())
+        return listed(queries_of(self.restored_tasks()))
 
     def control_value_at(self, offset: int) -> bytes | None:
         """The value of the control topic's record at `offset`, read committed; None

@@ -14,7 +14,7 @@ import bisect
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from typing import Any
 
 from prometheus_client import (
@@ -173,7 +173,7 @@ class WorkerMetrics:
         self._exposed = None if self._retiring else (view, generation, text)
         return text
 
-    def _retire_queries(self, registered: frozenset[str]) -> None:
+    def _retire_queries(self, registered: Set[str]) -> None:
         """Remove the `results_out` series of a query no longer registered here once a
         scrape has exported its final count: at the first scrape that finds it
         unchanged since the one before. A round committed after the deregistration

@@ -68,7 +68,7 @@ class Scrape:
     lags: tuple[tuple[str, int, int], ...]
     """(topic, partition, records not yet processed) per restored stream partition whose
     position and log end are known."""
-    registered: frozenset[str]
+    registered: Set[str]
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,13 @@ class Pages:
     progress: Mapping[str, Any]
     """`WorkerView.progress()`: the log ends as last asked (`/progress` asks them
     again). Shared by every reader: not to be changed."""
-    queries: tuple[Mapping[str, str], ...]
+    queries: Mapping[str, str]
+    """The registered queries, id -> text; not to be changed either."""
     scrape: Scrape
 
 
 EMPTY = Pages(progress=MappingProxyType({"partitions": {}, "restoring": [], "control": False}),
-              queries=(), scrape=Scrape((), (), (), frozenset()))
+              queries=MappingProxyType({}), scrape=Scrape((), (), (), frozenset()))
 """Before the loop's first round."""
 
 
@@ -194,8 +195,7 @@ class Registered:
     """The registered queries as the pages last took them (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self.queries: tuple[Mapping[str, str], ...] = ()
-        self.ids: frozenset[str] = frozenset()
+        self.queries: Mapping[str, str] = MappingProxyType({})
         self._seen: object = ()
         self._due = 0.0
 
@@ -208,19 +208,25 @@ class Registered:
         if seen == self._seen or (started < self._due
                                   and sum(len(t.texts) for t in tasks) > FRESH_UP_TO):
             return
-        self.queries = tuple(queries_of(tasks))
-        self.ids = frozenset(q["id"] for q in self.queries)
+        self.queries = queries_of(tasks)
         self._seen = seen
         now = time.monotonic()
         self._due = now + RETAKE * (now - started)
 
 
-def queries_of(tasks: Sequence[TaskView]) -> list[dict[str, str]]:
-    """The queries registered in `tasks`, each once, as `/queries` lists them."""
+def queries_of(tasks: Sequence[TaskView]) -> dict[str, str]:
+    """The queries registered in `tasks`, each once: id -> text. As a dict rather than
+    the list `/queries` shows, which is built from it only when rendered: with many
+    queries, listing them is most of what taking the pages costs the loop."""
     seen: dict[str, str] = {}
     for task in tasks:
         seen.update(task.texts)
-    return [{"id": qid, "text": text} for qid, text in seen.items()]
+    return seen
+
+
+def listed(queries: Mapping[str, str]) -> list[dict[str, str]]:
+    """The queries as `/queries` lists them."""
+    return [{"id": qid, "text": text} for qid, text in queries.items()]
 
 
 def take(worker: WorkerView, registered: Registered) -> Pages:
@@ -230,7 +236,8 @@ def take(worker: WorkerView, registered: Registered) -> Pages:
     restored = worker.restored_tasks()
     registered.take(restored)
     return Pages(progress=worker.progress(restored), queries=registered.queries,
-                 scrape=_scrape(worker, restored, registered.ids, worker.pages.scrape.engines))
+                 scrape=_scrape(worker, restored, registered.queries.keys(),
+                                 worker.pages.scrape.engines))
 
 
 def scrape(job: JobView) -> Scrape:
@@ -239,7 +246,7 @@ def scrape(job: JobView) -> Scrape:
     return _scrape(job, restored, frozenset(q for task in restored for q in task.texts), ())
 
 
-def _scrape(job: JobView, restored: Sequence[TaskView], registered: frozenset[str],
+def _scrape(job: JobView, restored: Sequence[TaskView], registered: Set[str],
             taken: Sequence[Engine]) -> Scrape:
     """`scrape` of the `restored` tasks, `registered` the ids of their queries, keeping
     each engine of `taken` whose task's `_changes` stand."""

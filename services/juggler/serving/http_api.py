@@ -38,7 +38,7 @@ from confluent_kafka import KafkaException
 from juggler.kafka.offsets import log_ends
 from juggler.serving.http_auth import Handler, bearer_token
 from juggler.runtime.metrics import CONTENT_TYPE
-from juggler.runtime.pages import JobView, WorkerView
+from juggler.runtime.pages import JobView, WorkerView, listed
 from juggler.runtime.results_store import ResultsStore
 from juggler.serving.results_api import (
     DEFAULT_LIMIT,
@@ -152,12 +152,12 @@ def _queries(worker: WorkerView) -> Page:
     """The body rendered once per list of registered queries the loop took: a snapshot
     is published every round, but it carries the same `queries` object until they are
     taken again (`pages.Registered`)."""
-    rendered: list[tuple[tuple[Mapping[str, str], ...], bytes]] = []
+    rendered: list[tuple[Mapping[str, str], bytes]] = []
 
     async def handler(request: web.Request) -> web.Response:
         queries = worker.pages.queries
         if not rendered or rendered[-1][0] is not queries:
-            rendered[:] = [(queries, json.dumps({"queries": list(queries)}).encode())]
+            rendered[:] = [(queries, json.dumps({"queries": listed(queries)}).encode())]
         return web.Response(body=rendered[-1][1], content_type="application/json",
                             charset="utf-8")
     return handler
