@@ -269,6 +269,10 @@ class TaskState:
     """`r/` records: every reference written in each, held or not."""
     events: dict[bytes, StoredEvent] = field(default_factory=dict)
     """An earlier version's `e/` records, each one held event."""
+    read: dict[bytes, tuple[int, str, bool]] = field(default_factory=dict, repr=False)
+    """Query record values already decoded, by value: a restore gives its tasks' states
+    one dict, since every partition holds the same queries (each record decoded once,
+    not once per partition, and one text object for all of them)."""
 
     def apply(self, key: bytes | None, value: bytes | None,
               headers: Iterable[tuple[str, Any]] | None) -> None:
@@ -312,9 +316,12 @@ class TaskState:
             if value is None:
                 self.queries.pop(qid, None)
             else:
-                record = json.loads(value)
-                self.queries[qid] = (record["seq"], record["text"],
-                                     bool(record.get("own_topic", False)))
+                query = self.read.get(value)
+                if query is None:
+                    record = json.loads(value)
+                    query = self.read[value] = (record["seq"], record["text"],
+                                                bool(record.get("own_topic", False)))
+                self.queries[qid] = query
         elif text == HORIZON and value is not None:
             self.horizon = int(json.loads(value)["horizon"])
 

@@ -82,7 +82,8 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
                 task = worker.tasks[task.partition] = type(task)(worker, task.partition)
             rebuild.append(task)
         current.append(task)
-    states = {task.partition: TaskState() for task in rebuild}
+    read: dict[bytes, tuple[int, str, bool]] = {}
+    states = {task.partition: TaskState(read=read) for task in rebuild}
     statuses: list[CommandStatus] = []
     wanted = [(names.state, p) for p in states] + ([(names.status, 0)] if control else [])
     for (topic, partition), key, value, headers in read_partitions(worker, wanted):
