@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from juggler.client.control import submit
 from juggler.codec.jsonl import EventRecord, InputError, decode_json
 from juggler.kafka.delivery import ControlError
-from juggler.client.control import submit
 from juggler.wire.commands import Command, parse_event_line
 
 

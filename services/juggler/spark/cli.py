@@ -269,8 +269,8 @@ def _queries(queries_file: Path | None, query_id: str | None, text: str | None,
     given text, or the text of its last REGISTER on the control topic), or every query
     registered on the control topic."""
     from juggler.codec.jsonl import parse_query_line
-    from juggler.kafka.delivery import ControlError
     from juggler.client.control import read_control
+    from juggler.kafka.delivery import ControlError
     from juggler.language import compile_query
     from juggler.offline import BadInput as EvalBadInput
     from juggler.offline import read_checked
