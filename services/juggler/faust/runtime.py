@@ -40,7 +40,7 @@ from juggler.runtime.job import Job
 from juggler.runtime.metrics import WorkerMetrics
 from juggler.runtime.readback import read_originals
 from juggler.runtime.settings import Settings
-from juggler.runtime.task import PartitionTask, Record, RoundCounts
+from juggler.runtime.task import PartitionTask, Record, RoundCounts, restored_queries
 from juggler.runtime.transactions import Outbox
 
 log = logging.getLogger(__name__)
@@ -329,7 +329,8 @@ class FaustJob(Job):
         held = restored.state.held()
         wanted = held_state.originals(held, p)
         originals = await asyncio.to_thread(read_originals, self, wanted) if wanted else {}
-        missing = task.restore(restored.state, held, originals)
+        queries = restored_queries(self, restored.state.queries)
+        missing = task.restore(restored.state, queries, held, originals)
         self.metrics.restore_missing.inc(missing)
         offsets = restored.mark.offsets
         for stream, inp in task.order.inputs.items():

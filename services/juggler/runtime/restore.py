@@ -29,7 +29,7 @@ from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.held_state import TaskState, originals
 from juggler.runtime.job import TaskContext
 from juggler.runtime.readback import Reader, read_originals, read_partitions
-from juggler.runtime.task import PartitionTask
+from juggler.runtime.task import PartitionTask, RestoredQueries, restored_queries
 from juggler.wire.commands import CommandStatus
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,8 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
     Why together: each partition read alone costs a consumer's start and a last fetch
     that waits for more, and they added up one after the other (docs/worker.md, "State
     and restore"); read together, the broker serves them in the same fetches.
-    Each distinct query is compiled once for all the tasks (`worker.compiled`)."""
+    Each distinct set of queries is compiled once for all the tasks that hold it
+    (`restored_queries`)."""
     names = worker.names
     inputs = [(topic, t.partition) for t in fresh for topic in t.topic_of.values()]
     inputs += [(names.fanout, t.partition) for t in fresh]
@@ -99,8 +100,15 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
     inputs_held = {tp: offsets for p, events in held.items()
                    for tp, offsets in originals(events, p).items() if tp[0] in streams}
     values = read_originals(worker, inputs_held)
-    missing = sum(task.restore(states[task.partition], held[task.partition], values)
-                  for task in rebuild)
+    compiled: list[tuple[dict[str, tuple[int, str, bool]], RestoredQueries]] = []
+    missing = 0
+    for task in rebuild:
+        state = states[task.partition]
+        queries = next((done for those, done in compiled if those == state.queries), None)
+        if queries is None:
+            queries = restored_queries(worker, state.queries)
+            compiled.append((state.queries, queries))
+        missing += task.restore(state, queries, held[task.partition], values)
     if missing:
         worker.metrics.restore_missing.inc(missing)
     for task in current:
