@@ -66,11 +66,11 @@ def test_restore_cursor_takes_wanted_records_and_names_the_gone() -> None:
     assert cursor.take(40, b"v40", got) and got[40] == b"v40"
 
 
-def test_freezing_the_heap_collects_first_and_leaves_later_objects_to_the_collector() -> None:
+def test_a_restore_collects_first_pauses_the_collector_and_freezes_what_it_leaves() -> None:
     import gc
     import weakref
 
-    from juggler.runtime.worker import _freeze_heap
+    from juggler.runtime.restore import collector_paused
 
     class Node:
         def __init__(self) -> None:
@@ -80,10 +80,21 @@ def test_freezing_the_heap_collects_first_and_leaves_later_objects_to_the_collec
         garbage = Node()
         gone = weakref.ref(garbage)
         del garbage
-        _freeze_heap()
-        assert gone() is None  # collected before the freeze, not frozen for good
-        assert gc.get_freeze_count() > 0
+        with collector_paused():
+            assert gone() is None  # collected before the restore, not frozen for good
+            assert not gc.isenabled()
+            restored = Node()
+            left = Node()
+            left_gone = weakref.ref(left)
+            del left
+        assert gc.isenabled()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0 and not any(o is restored for o in gc.get_objects())
+        gc.collect()
+        assert left_gone() is not None  # the restore's own cycles wait for the next one
         later = Node()
         assert any(o is later for o in gc.get_objects(generation=0))  # collected as before
+        with collector_paused():
+            assert left_gone() is None
     finally:
         gc.unfreeze()

@@ -487,7 +487,6 @@ class JugglerWorker(Job):
             transactions.wait()  # restore reads the state topic up to its end
             t0 = time.monotonic()
             restore.assigned(self, fresh, control, self._starts)
-            _freeze_heap()
             if fresh:
                 log.info("restored partitions %s in %.1fs: %d queries, %d events held",
                          sorted(t.partition for t in fresh), time.monotonic() - t0,
@@ -695,19 +694,6 @@ def _close_quietly(consumer: Consumer | None) -> None:
         consumer.close()
     except Exception as exc:  # noqa: BLE001 - the consumer is dropped either way
         log.warning("closing the consumer after a failure: %s", exc)
-
-
-def _freeze_heap() -> None:
-    """Collect once, then move every object alive now (modules, codecs, compiled
-    queries, restored state) out of the cyclic collector's reach (`gc.freeze`). Without
-    it each full collection walked all of them on the loop's thread, pausing a round
-    with every record of it waiting (docs/worker.md, "State and restore"). Objects made
-    later are still collected, and a frozen object that becomes garbage is still freed
-    by its reference count; cycles among frozen objects wait for the next restore,
-    which unfreezes first."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
 
 
 def _version() -> str:
