@@ -220,14 +220,34 @@ impl RangeList {
             return;
         }
         let (at, found) = self.find(tf, ti, pred);
-        let blocks = self.sorted.blocks().len();
-        if found {
+        let before = self.sorted.blocks().len();
+        let k = if found {
             self.sorted.add_bit(at, bit);
+            at.0
         } else {
-            self.sorted.insert(at, RangeEntry { pred, tf, ti, set: QSet::one(bit, self.nw) });
-        }
-        if self.sorted.blocks().len() != blocks || at.1 == 0 || at.0 >= blocks {
+            self.sorted.insert(at, RangeEntry { pred, tf, ti, set: QSet::one(bit, self.nw) })
+        };
+        self.heads_after(k, before);
+    }
+
+    /// The heads once an entry went into block `k` of the `before` there were: only
+    /// that block's head can have changed, and a block cut from it (blocks split in
+    /// two) adds the one after it. Taking every block's head again instead cost each
+    /// registration at a list's end (where rising thresholds go) as many steps as the
+    /// list has blocks, a quarter of a burst's registration in the operator.
+    fn heads_after(&mut self, k: usize, before: usize) {
+        let blocks = self.sorted.blocks();
+        let grown = blocks.len().checked_sub(before).filter(|&g| g <= 1);
+        let Some(grown) = grown.filter(|_| k < before && self.heads_tf.len() == before) else {
             self.heads();
+            return;
+        };
+        let e = &blocks[k].entries[0];
+        (self.heads_tf[k], self.heads_ti[k]) = (e.tf, e.ti);
+        if grown == 1 {
+            let e = &blocks[k + 1].entries[0];
+            self.heads_tf.insert(k + 1, e.tf);
+            self.heads_ti.insert(k + 1, e.ti);
         }
     }
 
@@ -973,5 +993,23 @@ mod tests {
         assert_eq!(fail(V::F(2.0)), 0b110);
         assert_eq!(fail(V::I(3)), 0b101);
         assert_eq!(fail(V::Missing), 0b111);
+    }
+
+    #[test]
+    fn heads_kept_per_insert_are_those_of_the_blocks() {
+        // blocks of up to 8 entries (64-word masks): entries added one at a time, in
+        // an order that puts them before, between and after the others, split blocks
+        // again and again; some share a threshold (a bit added to an entry)
+        let mut list = RangeList::new(true, None, 64);
+        let mut x: u64 = 7;
+        for i in 0..3000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let t = if i % 3 == 0 { i64::from(i) } else { ((x >> 33) % 1000) as i64 };
+            list.add(t as u32, t as f64, i128::from(t), i % 4096, false);
+            let tf: Vec<f64> = list.sorted.blocks().iter().map(|b| b.entries[0].tf).collect();
+            let ti: Vec<i128> = list.sorted.blocks().iter().map(|b| b.entries[0].ti).collect();
+            assert_eq!((&list.heads_tf, &list.heads_ti), (&tf, &ti), "after {} entries", i + 1);
+        }
+        assert!(list.sorted.blocks().len() > 100);
     }
 }
