@@ -43,9 +43,8 @@ FETCH_AHEAD = {"fetch.queue.backoff.ms": 10, "max.partition.fetch.bytes": 16 << 
 librdkafka stops fetching a partition whose local queue holds more than
 `queued.min.messages` (100,000) and looks again only `fetch.queue.backoff.ms` later,
 a second by default: a restore takes records more slowly than they arrive, so it
-filled the queue and then waited, and 500,000 state and status records (33 MB) took
-3.7 s to read with nothing done with them, 1.5 s with these settings (larger fetches
-per partition: fewer round trips)."""
+filled the queue and then waited (docs/benchmarks.md, "Reading ahead"). Larger
+fetches per partition: fewer round trips."""
 
 
 def _consumer(reader: Reader) -> Consumer:

@@ -64,7 +64,7 @@ def collector_paused() -> Iterator[None]:
     after: what became garbage since the last freeze (tasks a rebalance revoked, cycles
     of earlier restores) is unfrozen and collected while the heap is what the process
     had, at a process's first restore its modules alone; collected after, the pass
-    walked everything the restore made, half a second for 100,000 queries. A frozen
+    walked everything the restore made. A frozen
     object that becomes garbage is still freed by its reference count; reference
     cycles made during a restore (a few thousand objects: parser tables, HTTP
     connections) wait for the next one."""

@@ -454,8 +454,8 @@ def restored_queries(worker: TaskContext, queries: dict[str, tuple[int, str, boo
     """`queries` (a `TaskState.queries`) compiled, in registration order. A restore
     makes one for each distinct set its partitions hold (every partition holds every
     query, so usually one for all), not one per partition: sorting, looking up and
-    copying a hundred thousand queries per partition was a tenth of a restore. A
-    query that no longer compiles is logged and left out."""
+    copying every query once per partition added up (docs/benchmarks.md,
+    "Registration"). A query that no longer compiles is logged and left out."""
     compiled: list[Query] = []
     texts: dict[str, str] = {}
     own: list[str] = []
