@@ -35,7 +35,7 @@ class BrokerlessJob(Job):
         self.names = TopicNames()
         self.codec = Codec(registry_url="")
         self.catalog = self.codec.catalog()
-        self.streams = self.codec.stream_names()
+        self.streams = tuple(self.codec.stream_names())
         self.partitions = PARTITIONS
         self.max_record_bytes = self.settings.max_record_bytes
         self.result_budget = result_budget(self.codec, self.max_record_bytes)

@@ -363,7 +363,7 @@ def test_a_mixed_group_keeps_each_record_in_its_place(codec: Codec) -> None:
 def test_interleaved_partitions_reach_each_task_in_offset_order(codec: Codec) -> None:
     worker = JugglerWorker.__new__(JugglerWorker)
     fake = FakeWorker()
-    fake.codec, fake.streams = codec, ["H", "X"]
+    fake.codec, fake.streams = codec, ("H", "X")
     worker.names, worker.control, worker._epoch = fake.names, None, 4
     worker.stream_of_topic = {fake.names.stream(s): s for s in fake.streams}
     worker.tasks = {p: PartitionTask(fake, p) for p in (0, 1)}

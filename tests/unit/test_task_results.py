@@ -44,7 +44,7 @@ class FakeWorker:
         self.settings = Settings(max_record_bytes=max_record_bytes)
         self.names = TopicNames()
         self.codec = Codec(registry_url="")
-        self.streams = ["B", "H"]
+        self.streams = ("B", "H")
         self.max_record_bytes = max_record_bytes
         self._encode_result = encode_result_bounded
         self.result_budget = result_budget(self.codec, max_record_bytes)

@@ -63,8 +63,8 @@ def test_a_fanout_copy_carries_its_control_offset_and_barrier() -> None:
     assert headers == [("juggler-control-offset", b"5"),
                        ("juggler-barrier", b'{"B": 3, "H": 0}')]
     assert control_offset_of(headers) == 5 and control_offset_of(None) == -1
-    assert barrier_of(headers, ["B", "H"]) == {"B": 3, "H": 0}
-    assert barrier_of(headers, ["B", "X"]) is None and barrier_of([], ["B"]) is None
+    assert barrier_of(headers, ("B", "H")) == {"B": 3, "H": 0}
+    assert barrier_of(headers, ("B", "X")) is None and barrier_of([], ("B",)) is None
 
 
 def test_a_rewritten_register_names_its_original() -> None:

@@ -21,6 +21,8 @@ restart must take again, are merged exactly by `ts` however late Faust fetches a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from juggler.runtime.arrival import ArrivalOrder, Barrier, Pending, Step, Wait
 
 
@@ -29,7 +31,7 @@ class ReorderBuffer(ArrivalOrder):
     always idle, and each record is cleared as it arrives (no command can turn out to
     stand below it later: commands apply where they arrive)."""
 
-    def __init__(self, streams: list[str], reorder_ms: int) -> None:
+    def __init__(self, streams: Sequence[str], reorder_ms: int) -> None:
         super().__init__(streams, reorder_ms)
         for inp in self.inputs.values():
             inp.position = inp.end = 0

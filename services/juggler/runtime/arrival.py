@@ -50,6 +50,7 @@ taken (dead-lettered) as soon as it is at the head of its partition.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,7 @@ class Pending:
 
 @dataclass(slots=True)
 class Barrier:
-    offsets: dict[str, int]
+    offsets: Mapping[str, int]
     """Stream -> log-end offset of this task's partition when the command was accepted."""
     offset: int
     """Where the barrier itself stands in its own (fanout) partition."""
@@ -187,7 +188,7 @@ Step = Take | Apply | Wait
 
 
 class ArrivalOrder:
-    def __init__(self, streams: list[str], max_idle_ms: int,
+    def __init__(self, streams: Sequence[str], max_idle_ms: int,
                  estimate: IdleEstimate | None = None) -> None:
         self.inputs = {s: Input(s, rank) for rank, s in enumerate(streams)}
         self.max_idle = max_idle_ms / 1000.0

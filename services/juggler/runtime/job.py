@@ -65,7 +65,7 @@ class TaskContext(Protocol):
     settings: Settings
     names: TopicNames
     codec: Codec
-    streams: list[str]
+    streams: tuple[str, ...]
     partitions: int
     max_record_bytes: int
     result_budget: int
@@ -108,7 +108,7 @@ class Job:
         self.names = TopicNames(settings.topic_prefix)
         self.codec = Codec(settings.schemas_dir, registry_url=settings.registry_url)
         self.catalog = self.codec.catalog()
-        self.streams = self.codec.stream_names()
+        self.streams = tuple(self.codec.stream_names())
         if settings.create_topics:
             ensure_worker_topics(settings, self.streams)
         self.partitions = partitions(settings) or settings.partitions or 1

@@ -5,6 +5,7 @@ control topic, co-partitioned stream topics)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from juggler.kafka import topics
 from juggler.runtime.settings import Settings
@@ -12,7 +13,7 @@ from juggler.runtime.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def ensure_worker_topics(settings: Settings, streams: list[str]) -> None:
+def ensure_worker_topics(settings: Settings, streams: Sequence[str]) -> None:
     """Apply the specs, plus a stream topic for every stream of the worker's schemas.
     A partition-count mismatch is logged, not fixed (see `juggler.kafka.topics`)."""
     report = topics.apply_topics(settings.bootstrap, partitions=settings.partitions,

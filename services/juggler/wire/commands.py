@@ -158,27 +158,28 @@ def _barrier_text(barrier: tuple[tuple[str, int], ...]) -> bytes:
     return json.dumps(dict(barrier)).encode()
 
 
-def barrier_of(headers: Headers, streams: Iterable[str]) -> dict[str, int] | None:
+def barrier_of(headers: Headers, streams: tuple[str, ...]) -> Mapping[str, int] | None:
     """A fanout copy's barrier, or None when it has no valid one for `streams` (the
     control task did not write it)."""
-    value = dict(headers or ()).get(BARRIER_HEADER)
-    if value is None:
-        return None
-    offsets = _barrier_read(value)
-    if offsets is None or not all(isinstance(offsets.get(s), int) for s in streams):
-        return None
-    return dict(offsets)
+    for name, value in headers or ():
+        if name == BARRIER_HEADER:
+            return None if value is None else _barrier_read(value, streams)
+    return None
 
 
 @functools.lru_cache(maxsize=256)
-def _barrier_read(value: bytes) -> Mapping[str, Any] | None:
-    """A barrier header's JSON object, or None; cached as `_barrier_text` is, for the
-    partition tasks reading a burst's copies."""
+def _barrier_read(value: bytes, streams: tuple[str, ...]) -> Mapping[str, int] | None:
+    """A barrier header's offsets if they name every stream, or None; cached as
+    `_barrier_text` is, for the partition tasks reading a burst's copies (read-only:
+    each of them holds the one mapping)."""
     try:
         offsets = json.loads(value)
     except (TypeError, ValueError):
         return None
-    return MappingProxyType(offsets) if isinstance(offsets, dict) else None
+    if not isinstance(offsets, dict) or not all(isinstance(offsets.get(s), int)
+                                                for s in streams):
+        return None
+    return MappingProxyType(offsets)
 
 
 def control_offset_of(headers: Headers) -> int:
