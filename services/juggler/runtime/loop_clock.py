@@ -42,7 +42,9 @@ class LoopClock:
 
     def enter(self, phase: str) -> None:
         """The loop goes on with `phase`: the time since the last switch was the last
-        phase's."""
+        phase's. Entering the phase the loop is in changes nothing, and reads no clock."""
+        if phase == self.phase:
+            return
         now, cpu = perf_counter(), thread_time()
         self.seconds[self.phase] += now - self.since
         self.cpu[self.phase] += cpu - self.cpu_since

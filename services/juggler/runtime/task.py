@@ -159,6 +159,7 @@ class PartitionTask:
                 self._finish(outbox, dirty)
                 return step
             if isinstance(step, Take):
+                clock.enter("order")
                 # the records `next` would return one after another from the same
                 # partition: the other inputs are looked at once per run, not per record
                 stream = step.input.stream
@@ -172,9 +173,10 @@ class PartitionTask:
                 order.pop(step)
                 left -= 1
                 self._events(batch, outbox, counts, dirty)
+                # a burst of commands comes as a run of them: the clock is switched
+                # once for the run, not twice per command
                 clock.enter("other")
                 self._command(step, outbox, counts)
-                clock.enter("order")
         self._events(batch, outbox, counts, dirty)
         self._finish(outbox, dirty)
         return None
