@@ -110,13 +110,22 @@ def _refs_of(value: bytes) -> list[Ref]:
     return refs
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+"""`json.dumps(o, separators=(",", ":"))`, its encoder built once (see `_QUOTE`)."""
+_ASCII = json.JSONEncoder().encode
+"""A str as JSON, exactly what `json.dumps(text)` returns (see `_QUOTE`)."""
+
+
 def key_meta(maxts: int | None, floor: int | None) -> bytes:
-    return json.dumps({"maxts": maxts, "floor": floor}, separators=(",", ":")).encode()
+    return _COMPACT({"maxts": maxts, "floor": floor}).encode()
 
 
 def query_record(seq: int, text: str, own_topic: bool = False) -> bytes:
-    return json.dumps({"seq": seq, "text": text, "own_topic": own_topic},
-                      separators=(",", ":")).encode()
+    """Byte for byte `json.dumps({"seq": seq, "text": text, "own_topic": own_topic},
+    separators=(",", ":"))`, built as text: every partition writes one per registered
+    query, so a burst of registrations writes them by the hundred thousand."""
+    return ('{"seq":%d,"text":%s,"own_topic":%s}'
+            % (seq, _ASCII(text), "true" if own_topic else "false")).encode()
 
 
 def horizon_record(horizon: int) -> bytes:
