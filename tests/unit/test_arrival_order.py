@@ -644,17 +644,19 @@ def orders(draw: st.DrawFn) -> ArrivalOrder:
         inp.pass_after = draw(st.sampled_from([None, None, -1.0, 1.998, 1.9985, 2.0, 2.5]))
         # ... while silent for at most quiet_for (its last record at -100 or 0)
         inp.quiet_for = draw(st.sampled_from([0.0, 2.0, 3.0, 1000.0]))
-    for k in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
-        offsets = {s: draw(st.integers(0, pasts[s] + 1)) for s in streams
-                   if draw(st.sampled_from([True, True, True, False]))}
-        order.add_barrier(Barrier(offsets, k, ("barrier", k)))
+    offsets: dict[str, int] = {}
+    for k in range(draw(st.sampled_from([0, 0, 1, 1, 2, 4]))):
+        if not k or draw(st.booleans()):  # else the one before's (one round's commands)
+            offsets = {s: draw(st.integers(0, pasts[s] + 1)) for s in streams
+                       if draw(st.sampled_from([True, True, True, False]))}
+        order.add_barrier(Barrier(dict(offsets), k, ("barrier", k)))
     return order
 
 
 def drain_round(order: ArrivalOrder, now: float, budget: int, runs: bool
           ) -> tuple[list[object], tuple[list[str], float | None] | None]:
-    """What `PartitionTask.run` takes with `budget`: one record at a time with next/pop,
-    or in runs with take_run; and the Wait that stopped it (its inputs' streams)."""
+    """What `PartitionTask.run` takes with `budget`: one record or barrier at a time with
+    next/pop, or in runs with take_run and apply_run; and the Wait that stopped it (its inputs' streams)."""
     out: list[object] = []
     while len(out) < budget:
         step = order.next(now)
@@ -662,6 +664,9 @@ def drain_round(order: ArrivalOrder, now: float, budget: int, runs: bool
             return out, ([i.stream for i in step.refresh], step.until)
         if isinstance(step, Take) and runs:
             out.extend(p.item for p in order.take_run(step, budget - len(out)))
+            continue
+        if isinstance(step, Apply) and runs:
+            out.extend(b.item for b in order.apply_run(step, budget - len(out)))
             continue
         order.pop(step)
         out.append(step.record.item if isinstance(step, Take) else step.barrier.item)
@@ -677,10 +682,10 @@ def state(order: ArrivalOrder) -> list[object]:
 @given(order=orders(), data=st.data())
 def test_a_run_takes_what_next_and_pop_take_one_by_one(order: ArrivalOrder,
                                                        data: st.DataObject) -> None:
-    """Whatever the state, draining with next + take_run takes the same records in the
-    same order as next/pop one at a time with the same `now` and budget, stops at the
-    same Wait and leaves the same state (idle deadlines included); over a few rounds,
-    the ends a Wait names asked again in between."""
+    """Whatever the state, draining with next + take_run and apply_run takes the same
+    records and barriers in the same order as next/pop one at a time with the same
+    `now` and budget, stops at the same Wait and leaves the same state (idle deadlines
+    included); over a few rounds, the ends a Wait names asked again in between."""
     import copy
 
     one, runs = order, copy.deepcopy(order)

@@ -353,6 +353,21 @@ class ArrivalOrder:
         else:
             self.barriers.popleft()
 
+    def apply_run(self, step: Apply, limit: int) -> list[Barrier]:
+        """Pop `step`, just returned by `next(now)`, and after it the barriers `next(now)`
+        would return one after another, up to `limit` in all: the same barriers, the
+        same state after, as `next`/`pop` in a loop. `next` applies a barrier only when
+        no input holds a record below it and none blocks, and applying one changes no
+        input; so the barrier after it applies next exactly when its offsets are the
+        same (a round's accepted commands share one barrier per partition, so a burst
+        of commands comes as such a run)."""
+        barriers = self.barriers
+        first = barriers.popleft()
+        run = [first]
+        while barriers and len(run) < limit and barriers[0].offsets == first.offsets:
+            run.append(barriers.popleft())
+        return run
+
     def take_run(self, step: Take, limit: int) -> list[Pending]:
         """Pop `step`, just returned by `next(now)` (nothing changed since), and after it
         the records of the same input that `next(now)` would return one after another

@@ -26,7 +26,7 @@ from juggler.wire.names import QUERY_HEADER
 from juggler.language import QueryError
 from juggler.language.model import Query
 from juggler.runtime import held_state
-from juggler.runtime.arrival import Apply, Barrier, Pending, Take, Wait
+from juggler.runtime.arrival import Barrier, Pending, Take, Wait
 from juggler.runtime.job import TaskContext
 from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import (LIVE, Command, CommandStatus, DeregisterCommand,
@@ -170,13 +170,12 @@ class PartitionTask:
                 else:
                     batch.extend([(stream, *pending.item) for pending in run])
             else:
-                order.pop(step)
-                left -= 1
                 self._events(batch, outbox, counts, dirty)
-                # a burst of commands comes as a run of them: the clock is switched
-                # once for the run, not twice per command
                 clock.enter("other")
-                self._command(step, outbox, counts)
+                applied = order.apply_run(step, left)
+                left -= len(applied)
+                for barrier in applied:
+                    self._command(barrier, outbox, counts)
         self._events(batch, outbox, counts, dirty)
         self._finish(outbox, dirty)
         return None
@@ -311,9 +310,9 @@ class PartitionTask:
             return self.w.names.results(query_id)
         return self.w.names.all_results
 
-    def _command(self, step: Apply, outbox: Outbox, counts: RoundCounts) -> None:
+    def _command(self, barrier: Barrier, outbox: Outbox, counts: RoundCounts) -> None:
         """Apply p's copy of an accepted command at its barrier, and say it is live."""
-        record, has_barrier = step.barrier.item
+        record, has_barrier = barrier.item
         w = self.w
         try:
             command = w.fanout_command(record.value)
