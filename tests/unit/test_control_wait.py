@@ -81,3 +81,43 @@ def test_messages_that_answer_nothing_do_not_extend_the_wait(monkeypatch: pytest
     monkeypatch.setattr(client, "_consumer", lambda bootstrap: _Consumer(clock, [(0.4 * k, "other") for k in range(1, 10)]))
     assert client._find("unused", "topic", {0: 0}, 1.0, lambda msg: None) is None
     assert clock.now <= 1.5
+
+
+def test_a_live_answers_every_command_up_to_its_offset_in_its_partition(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """LIVE statuses are cumulative per partition: one at offset c answers every command
+    at or below c, also those whose verdict comes later, and a stale LIVE (below one
+    seen from the same partition) changes nothing."""
+    from juggler.codec.avro import Codec
+    from juggler.kafka.delivery import Sent
+    from juggler.wire.commands import (ACCEPTED, LIVE, REGISTER, REJECTED, CommandStatus,
+                                       RegisterCommand)
+
+    codec = Codec(registry_url="")
+    commands = [RegisterCommand(f"q{i}", "SELECT * FROM H") for i in range(5)]
+    offsets = [10, 11, 12, 20, 21]
+
+    def status(i: int, outcome: str, partition: int = -1) -> _Message:
+        return _Message(CommandStatus(commands[i].id, REGISTER, outcome, "", offsets[i],
+                                      partition, 2).encode(codec))
+
+    statuses = [status(0, ACCEPTED), status(1, ACCEPTED), status(1, LIVE, 0),
+                status(3, LIVE, 1),  # before the verdicts of 2 and 3
+                status(0, LIVE, 0), status(2, REJECTED), status(3, ACCEPTED),
+                status(4, ACCEPTED), status(3, LIVE, 0), status(4, LIVE, 1)]
+    seen: list[Any] = []
+
+    def find(bootstrap: str, topic: str, start: Any, quiet: float, match: Any) -> Any:
+        for msg in statuses:
+            seen.append(match(msg))
+        return None
+
+    monkeypatch.setattr(client, "_end_offsets", lambda *args: {0: 0})
+    monkeypatch.setattr(client, "produce", lambda *args: [Sent("c", 0, o) for o in offsets])
+    monkeypatch.setattr(client, "_find", find)
+    done = client.submit_many("unused", commands, codec=codec)
+    assert [(d.status.status if d.status else None, d.live) for d in done] == [
+        (ACCEPTED, (2, 2)), (ACCEPTED, (2, 2)), (REJECTED, (1, 2)), (ACCEPTED, (2, 2)),
+        (ACCEPTED, (1, 2))]
+    assert [d.everywhere for d in done] == [True, True, False, True, False]
+    assert seen[4] is None  # the stale LIVE in partition 0 answered nothing new

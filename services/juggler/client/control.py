@@ -18,6 +18,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import bisect
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -150,6 +151,11 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
         return [Submission(c, s, None) for c, s in zip(commands, sent)]
     outcomes = {s.offset: _Outcome(c.id, s.offset, live) for c, s in zip(commands, sent)}
     pending = set(outcomes)
+    in_order = sorted(outcomes)
+    live_up_to: dict[int, int] = {}
+    """Per partition, how many of `in_order` a LIVE from it answered already: a LIVE
+    answers every command up to its offset, so each one goes on from the last, and a
+    burst's statuses cost the commands once per partition, not per LIVE."""
 
     def see(msg: Message) -> bool | None:
         """True once every command is answered; False when this status answered some
@@ -158,8 +164,13 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
             status = CommandStatus.decode(codec, msg.value())
         except CodecError:
             return None
-        offsets = ([o for o in pending if o <= status.command_offset] if status.live
-                   else [status.command_offset] if status.command_offset in pending else [])
+        if status.live:
+            first = live_up_to.get(status.partition, 0)
+            last = bisect.bisect_right(in_order, status.command_offset, lo=first)
+            live_up_to[status.partition] = max(first, last)
+            offsets = [o for o in in_order[first:last] if o in pending]
+        else:
+            offsets = [status.command_offset] if status.command_offset in pending else []
         answered = False
         for offset in offsets:
             outcome = outcomes[offset]
