@@ -142,3 +142,28 @@ def test_the_copy_is_skipped_when_read_back_and_nothing_else_is_rewritten() -> N
     deregistered = log.send(b"q", {**REGISTER_Q, "action": "DEREGISTER", "text": None})
     assert log.rewritten(deregistered) == [] and "q" not in log.task.accepted
     assert log.rewritten(log.send(b"q", None)) == []  # no longer registered: nothing to keep
+
+
+def test_the_commands_a_round_decided_are_counted_once_it_is_committed() -> None:
+    context = Context()
+    task = ControlTask(context)  # type: ignore[arg-type]
+    commands = [{"action": "REGISTER", "id": "a", "text": "SELECT * FROM B"},
+                {"action": "REGISTER", "id": "b", "text": "SELECT * FROM"},
+                {"action": "REGISTER", "id": "c", "text": "SELECT * FROM H"},
+                {"action": "DEREGISTER", "id": "a", "text": None}]
+    for offset, command in enumerate(commands):
+        task.add(Record("juggler.control", 0, offset, command["id"].encode(),
+                        context.codec.encode(COMMAND, {**command, "history": False}), 0))
+    outbox = Outbox()
+    task.run(outbox, RoundCounts())
+
+    def counted() -> dict[tuple[str, str], float]:
+        return {(s.labels["action"], s.labels["status"]): s.value
+                for metric in context.metrics.commands.collect() for s in metric.samples
+                if s.name == "c_total"}
+
+    assert not any(counted().values())  # not before the round's transaction commits
+    for callback in outbox.after_commit:
+        callback()
+    assert counted() == {("REGISTER", "ACCEPTED"): 2, ("REGISTER", "REJECTED"): 1,
+                         ("DEREGISTER", "ACCEPTED"): 1}

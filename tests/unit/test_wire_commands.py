@@ -10,10 +10,10 @@ import pytest
 
 from juggler.codec.avro import Codec
 from juggler.wire.commands import (Command, CommandStatus, DeregisterCommand,
-                                   RegisterCommand, barrier_of, control_offset_of,
-                                   decode_command, encode_command, fanout_headers,
-                                   is_rewritten, parse_event_line, rewritten_from,
-                                   rewritten_headers)
+                                   RegisterCommand, barrier_of, barrier_text,
+                                   control_offset_of, decode_command, encode_command,
+                                   fanout_headers, is_rewritten, parse_event_line,
+                                   rewritten_from, rewritten_headers)
 
 COMMAND_HEADER = b"\xc3\x01\xd63\xac6\\\x07\x89)"
 STATUS_HEADER = b"\xc3\x01\xce\xa5\xbcW\xe4\xcd\x13x"
@@ -59,7 +59,7 @@ def test_a_command_in_an_events_file(command: Command, line: str) -> None:
 
 
 def test_a_fanout_copy_carries_its_control_offset_and_barrier() -> None:
-    headers = fanout_headers(5, {"B": 3, "H": 0})
+    headers = fanout_headers(5, barrier_text({"B": 3, "H": 0}))
     assert headers == [("juggler-control-offset", b"5"),
                        ("juggler-barrier", b'{"B": 3, "H": 0}')]
     assert control_offset_of(headers) == 5 and control_offset_of(None) == -1

@@ -24,6 +24,8 @@ and readers of the topic take it for the original.
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from functools import partial
 
 from juggler.codec.avro import CodecError
 from juggler.language import QueryError
@@ -32,7 +34,7 @@ from juggler.runtime.task import Record, RoundCounts
 from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
                                    DeregisterCommand, RegisterCommand, decode_command,
-                                   encode_command, fanout_headers, is_rewritten,
+                                   barrier_text, encode_command, fanout_headers, is_rewritten,
                                    rewritten_headers)
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,8 @@ class ControlTask:
             if self.position is not None:
                 outbox.offsets[(w.names.control, 0)] = self.position
             return
-        barriers: dict[int, dict[str, int]] | None = None
+        barriers: dict[int, bytes] | None = None
+        verdicts: Counter[tuple[str, str]] = Counter()
         for record in self.pending:
             if is_rewritten(record.headers):
                 continue  # this task's own copy of an accepted REGISTER
@@ -88,11 +91,13 @@ class ControlTask:
             problem = _key_problem(record.key, command.id) or self._problem(command)
             if problem is None:
                 if barriers is None:
-                    barriers = w.stream_log_ends()
+                    barriers = {p: barrier_text(ends) for p, ends in w.stream_log_ends().items()}
                 self._accept(command, record, barriers, outbox)
             else:
                 self._keep_registered(record.key, outbox)
-            self._status(command, record, problem, outbox)
+            verdicts[self._status(command, record, problem, outbox)] += 1
+        for (action, verdict), n in verdicts.items():
+            outbox.then(partial(w.metrics.commands.labels(action, verdict).inc, n))
         last = self.pending[-1]
         outbox.offsets[(last.topic, last.partition)] = max(last.offset + 1, self.position or 0)
         self.pending = []
@@ -130,8 +135,8 @@ class ControlTask:
             return str(exc)
         return None
 
-    def _accept(self, command: Command, record: Record,
-                barriers: dict[int, dict[str, int]], outbox: Outbox) -> None:
+    def _accept(self, command: Command, record: Record, barriers: dict[int, bytes],
+                outbox: Outbox) -> None:
         w = self.w
         qid = command.id
         if isinstance(command, RegisterCommand):
@@ -171,7 +176,8 @@ class ControlTask:
                     headers=rewritten_headers(offset))
 
     def _status(self, command: Command, record: Record, problem: str | None,
-                outbox: Outbox) -> None:
+                outbox: Outbox) -> tuple[str, str]:
+        """Write the command's status; its (action, verdict), which the round counts."""
         w = self.w
         qid, action = command.id, command.action
         verdict = REJECTED if problem else ACCEPTED
@@ -179,9 +185,9 @@ class ControlTask:
                                record.offset, -1, w.partitions)
         outbox.send(w.names.status, qid.encode()[:1024],
                     status.encode(w.codec, topic=w.names.status))
-        outbox.then(w.metrics.commands.labels(action, verdict).inc)
         log.log(logging.INFO if problem else logging.DEBUG, "control offset %d: %s %r %s%s",
                 record.offset, action, qid[:100], verdict, f" ({problem})" if problem else "")
+        return action, verdict
 
 
 def _key_problem(key: bytes | None, qid: str) -> str | None:

@@ -143,18 +143,17 @@ def parse_event_line(value: Any) -> EventRecord | Command:
 # -- a command's headers ---------------------------------------------------------------
 
 
-def fanout_headers(control_offset: int, barrier: Mapping[str, int]) -> list[tuple[str, bytes]]:
+def fanout_headers(control_offset: int, barrier: bytes) -> list[tuple[str, bytes]]:
     """The headers of a partition's copy of an accepted command on the fanout topic:
-    the command's control offset and the barrier (per stream, the log end it applies
-    at)."""
-    return [(CONTROL_OFFSET_HEADER, str(control_offset).encode()),
-            (BARRIER_HEADER, _barrier_text(tuple(barrier.items())))]
+    the command's control offset and the barrier (`barrier_text`: per stream, the log
+    end it applies at)."""
+    return [(CONTROL_OFFSET_HEADER, b"%d" % control_offset), (BARRIER_HEADER, barrier)]
 
 
-@functools.lru_cache(maxsize=256)
-def _barrier_text(barrier: tuple[tuple[str, int], ...]) -> bytes:
-    """Cached: every command a round accepts has the same barrier per partition (the
-    log ends asked once), so a burst of registrations writes a few texts many times."""
+def barrier_text(barrier: Mapping[str, int]) -> bytes:
+    """A barrier as its header writes it: every command a round accepts has the same
+    barrier per partition (the log ends asked once), so the control task writes each
+    partition's text once per round."""
     return json.dumps(dict(barrier)).encode()
 
 
@@ -169,9 +168,9 @@ def barrier_of(headers: Headers, streams: tuple[str, ...]) -> Mapping[str, int] 
 
 @functools.lru_cache(maxsize=256)
 def _barrier_read(value: bytes, streams: tuple[str, ...]) -> Mapping[str, int] | None:
-    """A barrier header's offsets if they name every stream, or None; cached as
-    `_barrier_text` is, for the partition tasks reading a burst's copies (read-only:
-    each of them holds the one mapping)."""
+    """A barrier header's offsets if they name every stream, or None; cached, for the
+    partition tasks reading a burst's copies, which carry the few texts of their
+    rounds (read-only: each of them holds the one mapping)."""
     try:
         offsets = json.loads(value)
     except (TypeError, ValueError):
