@@ -656,7 +656,8 @@ def orders(draw: st.DrawFn) -> ArrivalOrder:
 def drain_round(order: ArrivalOrder, now: float, budget: int, runs: bool
           ) -> tuple[list[object], tuple[list[str], float | None] | None]:
     """What `PartitionTask.run` takes with `budget`: one record or barrier at a time with
-    next/pop, or in runs with take_run and apply_run; and the Wait that stopped it (its inputs' streams)."""
+    next/pop, or in runs with take_run and apply_run; and the Wait that stopped it (its
+    inputs' streams)."""
     out: list[object] = []
     while len(out) < budget:
         step = order.next(now)

@@ -153,7 +153,7 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
     pending = set(outcomes)
     in_order = sorted(outcomes)
     live_up_to: dict[int, int] = {}
-    """Per partition, how many of `in_order` a LIVE from it answered already: a LIVE
+    """Per partition, how many of `in_order` its LIVEs answered already: a LIVE
     answers every command up to its offset, so each one goes on from the last, and a
     burst's statuses cost the commands once per partition, not per LIVE."""
 
@@ -167,7 +167,7 @@ def submit_many(bootstrap: str, commands: Sequence[Command], *, wait: bool = Tru
         if status.live:
             first = live_up_to.get(status.partition, 0)
             last = bisect.bisect_right(in_order, status.command_offset, lo=first)
-            live_up_to[status.partition] = max(first, last)
+            live_up_to[status.partition] = last
             offsets = [o for o in in_order[first:last] if o in pending]
         else:
             offsets = [status.command_offset] if status.command_offset in pending else []

@@ -362,9 +362,8 @@ class ArrivalOrder:
         same (a round's accepted commands share one barrier per partition, so a burst
         of commands comes as such a run)."""
         barriers = self.barriers
-        first = barriers.popleft()
-        run = [first]
-        while barriers and len(run) < limit and barriers[0].offsets == first.offsets:
+        run = [barriers.popleft()]
+        while barriers and len(run) < limit and barriers[0].offsets == step.barrier.offsets:
             run.append(barriers.popleft())
         return run
 

@@ -159,7 +159,6 @@ class PartitionTask:
                 self._finish(outbox, dirty)
                 return step
             if isinstance(step, Take):
-                clock.enter("order")
                 # the records `next` would return one after another from the same
                 # partition: the other inputs are looked at once per run, not per record
                 stream = step.input.stream
@@ -176,6 +175,7 @@ class PartitionTask:
                 left -= len(applied)
                 for barrier in applied:
                     self._command(barrier, outbox, counts)
+                clock.enter("order")
         self._events(batch, outbox, counts, dirty)
         self._finish(outbox, dirty)
         return None

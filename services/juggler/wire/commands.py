@@ -160,10 +160,8 @@ def barrier_text(barrier: Mapping[str, int]) -> bytes:
 def barrier_of(headers: Headers, streams: tuple[str, ...]) -> Mapping[str, int] | None:
     """A fanout copy's barrier, or None when it has no valid one for `streams` (the
     control task did not write it)."""
-    for name, value in headers or ():
-        if name == BARRIER_HEADER:
-            return None if value is None else _barrier_read(value, streams)
-    return None
+    value = dict(headers or ()).get(BARRIER_HEADER)
+    return None if value is None else _barrier_read(value, streams)
 
 
 @functools.lru_cache(maxsize=256)
