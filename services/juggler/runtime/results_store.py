@@ -71,28 +71,12 @@ from juggler.engine.rust_core import result_json
 from juggler.kafka.client_log import client_log, unwatched, watched
 from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
+from juggler.runtime import results_table
 from juggler.runtime.recovery import Backoff
+from juggler.runtime.results_table import TP, Row
 from juggler.wire.names import QUERY_HEADER
 
 log = logging.getLogger(__name__)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-    query TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
-    offset INTEGER NOT NULL, record TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS results_at ON results (query, topic, partition, offset);
-CREATE TABLE IF NOT EXISTS ends (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
-"""
-"""`ends`: per topic partition, the offset up to which `results` holds every result.
-
-Why rows in arrival order with an index, not a table keyed by (query, topic, partition,
-offset): results of many queries arrive interleaved, and in a table clustered on that
-key every insert landed somewhere else in the tree with its whole JSON text, most of
-the index's time; appended rows plus a small index entry cost a fraction of that,
-and a page reading its rows through the index costs little more (docs/benchmarks.md,
-"Results API and index")."""
 
 INDEX_NICENESS = 10
 """How much the indexing process lowers its own CPU priority (`os.nice`). The index is a
@@ -125,12 +109,8 @@ request per broker a second is little, and a page's `behind` is at most that sta
 
 FAULT_ENV = "JUGGLER_RESULTS_INDEX_FAULT"
 """A test's fault injection: while the file this names exists, the indexing process's
-writes fail as on a full disk (the same exception, raised where `_append` would run),
+writes fail as on a full disk (the same exception, raised where `append` would run),
 so the failure, the restarts and the catching up go through the real code path."""
-
-TP = tuple[str, int]
-Row = tuple[str, str, int, int, str]
-
 
 @dataclass(frozen=True)
 class CodecOptions:
@@ -154,7 +134,7 @@ class ResultsStore:
         self._dir = tempfile.TemporaryDirectory(prefix="juggler-results-")
         self.path = os.path.join(self._dir.name, "results.db")
         self._local = threading.local()
-        self._connection().executescript(SCHEMA)
+        self._connection().executescript(results_table.SCHEMA)
         self._context = multiprocessing.get_context("spawn")  # no fork of librdkafka's threads
         self._follow: Any = self._context.Queue()
         self._follow.cancel_join_thread()  # an exit never waits on a dead indexer's pipe
@@ -211,9 +191,7 @@ class ResultsStore:
         return self.failure is None and self.process.is_alive()
 
     def behind(self, topic: str) -> bool:
-        """Whether a page of `topic` may miss results the topic holds: the indexer is
-        failed or restarting, its lag is not measured yet, or it was not zero."""
-        return not self.running() or self.lag.get(topic, 1) > 0
+        return results_table.behind(self.running(), self.lag, topic)
 
     def health(self) -> dict[str, Any]:
         """The index's part of `/health`: `ok`, `behind` (records not indexed yet, as
@@ -317,61 +295,25 @@ class ResultsStore:
         """One connection per thread (sqlite3 objects are not shared across threads)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = _connect(self.path)
+            conn = self._local.conn = results_table.connect(self.path)
         return conn
 
     def append(self, rows: list[Row], ends: dict[TP, int]) -> None:
         """Add (query, topic, partition, offset, JSON text) rows and move the indexed
         ends, in one transaction: a reader never sees an end before the rows below it."""
-        _append(self._connection(), rows, ends)
+        results_table.append(self._connection(), rows, ends)
 
-    # reading: the HTTP thread -----------------------------------------------------
+    # reading: the HTTP thread (`results_table`) --------------------------------------
 
     def page(self, query_id: str, topic: str, after: dict[int, int], limit: int
              ) -> tuple[list[str], dict[int, int]]:
-        """Up to `limit` results of `query_id` on `topic` after the cursor, partition by
-        partition, as the JSON texts the index keeps (a page is their concatenation),
-        and the cursor after them (a partition read to its indexed end moves to it)."""
-        conn = self._connection()
-        indexed = dict(conn.execute("SELECT partition, offset FROM ends WHERE topic = ?",
-                                    (topic,)).fetchall())
-        positions = {**after, **{p: max(after.get(p, 0), 0) for p in indexed}}
-        results: list[str] = []
-        for p in sorted(indexed):
-            left = limit - len(results)
-            if left <= 0:
-                break
-            rows = conn.execute(
-                "SELECT offset, record FROM results WHERE query = ? AND topic = ? "
-                "AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?",
-                (query_id, topic, p, positions[p], indexed[p], left)).fetchall()
-            results.extend(record for _, record in rows)
-            positions[p] = rows[-1][0] + 1 if len(rows) == left else max(positions[p], indexed[p])
-        return results, positions
+        return results_table.page(self._connection(), query_id, topic, after, limit)
 
     def known(self, query_id: str, topic: str) -> bool:
-        """Whether any result of `query_id` on `topic` is indexed."""
-        return self._connection().execute(
-            "SELECT 1 FROM results WHERE query = ? AND topic = ? LIMIT 1",
-            (query_id, topic)).fetchone() is not None
+        return results_table.known(self._connection(), query_id, topic)
 
 
 # the indexing process -----------------------------------------------------------------
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=True)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=OFF")
-    return conn
-
-
-def _append(conn: sqlite3.Connection, rows: list[Row], ends: dict[TP, int]) -> None:
-    with conn:
-        if rows:
-            conn.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?)", rows)
-        conn.executemany("INSERT OR REPLACE INTO ends VALUES (?, ?, ?)",
-                         [(t, p, o) for (t, p), o in ends.items()])
 
 
 NEXT_KEY = ("SELECT query, topic, partition FROM results "
@@ -392,7 +334,7 @@ def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
     (query, topic, partition) keys held are found one index seek each (a loose index
     scan, so the indexing process keeps no set of them), and each one's rows below the
     start are one range. The table's layout and the insert path stay as they are
-    (`SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would scan the table
+    (`results_table.SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would scan the table
     instead, far slower on a large table (docs/benchmarks.md, "Results API and
     index")."""
     deleted = 0
@@ -433,7 +375,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     worker's watch to restart it."""
     log_to_stderr(loglevel)
     os.nice(INDEX_NICENESS)
-    conn = _connect(path)
+    conn = results_table.connect(path)
     codec = options.codec()
     header = codec.single_object_header(RESULT)
     parent = multiprocessing.parent_process()
@@ -469,7 +411,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
             if rows or moved:  # an idle index writes nothing five times a second
                 if fault is not None and os.path.exists(fault):
                     raise sqlite3.OperationalError(f"database or disk is full ({fault} exists)")
-                _append(conn, rows, moved)
+                results_table.append(conn, rows, moved)
                 written.update(moved)
             if assigned and time.monotonic() >= next_trim:
                 _trim_to_log_starts(conn, admin, [(t.topic, t.partition) for t in assigned],
