@@ -146,10 +146,10 @@ def worker_command(**options: object) -> None:
         return
     from juggler.logs import log_to_stderr
     from juggler.runtime.worker import JugglerWorker
-    from juggler.serving.http_api import serve
+    from juggler.serving.page_feed import serve_apart
 
     log_to_stderr(settings.loglevel)
-    JugglerWorker(settings).run(serve)
+    JugglerWorker(settings).run(serve_apart)
 
 
 def _faust_worker(options: dict[str, object]) -> None:

@@ -9,11 +9,12 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from juggler.serving.http_api import serve
+from fake_port import port_reads, serve_fake
 from juggler.runtime.loop_clock import LoopClock
 from juggler.runtime.metrics import WorkerMetrics
 from juggler.runtime.pages import Engine, Pages, Scrape
@@ -49,13 +50,11 @@ class LiveTasks(dict):  # type: ignore[type-arg]
         raise AssertionError("a page read the live tasks")
 
 
-def busy_worker() -> SimpleNamespace:
+def busy_worker(index: Path) -> SimpleNamespace:
     """A worker mid-round: its tasks must not be read, its snapshot is published."""
     worker = SimpleNamespace(ready=True, tasks=LiveTasks({0: None}),
-                             unavailable=lambda: None, settings=SimpleNamespace(app_id="a"),
-                             catalog=["B"], clock=LoopClock(), pages=published(),
-                             results_store=SimpleNamespace(
-                                 failures=0, health=lambda: {"status": "ok", "lag": 0}))
+                             unavailable=lambda: None, catalog=["B"], clock=LoopClock(),
+                             pages=published(), **port_reads(index))
     worker.restored_tasks = lambda: list(worker.tasks.values())
     worker.scrape = lambda: worker.pages.scrape
     worker.metrics = WorkerMetrics(worker)
@@ -63,8 +62,8 @@ def busy_worker() -> SimpleNamespace:
 
 
 @pytest.fixture(scope="module")
-def busy_port() -> Iterator[int]:
-    yield serve(busy_worker(), "127.0.0.1", 0).port
+def busy_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    yield serve_fake(busy_worker(tmp_path_factory.mktemp("index") / "results.db")).port
 
 
 def get(port: int, path: str) -> bytes:
@@ -76,12 +75,14 @@ def test_queries_answer_during_a_round(busy_port: int) -> None:
     assert json.loads(get(busy_port, "/queries")) == {"queries": [QUERY]}
 
 
-def test_queries_show_a_registration_in_the_next_snapshot() -> None:
-    worker = busy_worker()
-    port = serve(worker, "127.0.0.1", 0).port
+def test_queries_show_a_registration_in_the_next_snapshot(tmp_path: Path) -> None:
+    worker = busy_worker(tmp_path / "results.db")
+    port = serve_fake(worker).port
     assert json.loads(get(port, "/queries")) == {"queries": [QUERY]}
     other = {"id": "q2", "text": "SELECT * FROM H"}
     worker.pages = replace(published(), queries={q["id"]: q["text"] for q in (QUERY, other)})
+    worker.registered.taken += 1  # as the loop publishes it
+    worker.registered.published.value = worker.registered.taken
     assert json.loads(get(port, "/queries")) == {"queries": [QUERY, other]}
 
 

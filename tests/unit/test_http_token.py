@@ -6,21 +6,21 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from juggler.serving.http_api import serve
+from fake_port import port_reads, serve_fake
 from juggler.runtime.pages import EMPTY
 
 
-def fake_worker() -> SimpleNamespace:
+def fake_worker(index: Path) -> SimpleNamespace:
     return SimpleNamespace(ready=True, tasks={}, unavailable=lambda: None,
-                           settings=SimpleNamespace(app_id="a"),
                            pages=replace(EMPTY, queries={"q1": "SELECT ..."}),
                            metrics=SimpleNamespace(cached=lambda: None,
                                                    expose=lambda: b"juggler_up 1\n"),
-                           results_store=SimpleNamespace(health=lambda: {"status": "ok"}))
+                           **port_reads(index))
 
 
 def get(port: int, path: str, token: str | None = None) -> int:
@@ -34,8 +34,9 @@ def get(port: int, path: str, token: str | None = None) -> int:
 
 
 @pytest.fixture(scope="module")
-def guarded() -> int:
-    return serve(fake_worker(), "127.0.0.1", 0, token="s3cret").port
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> int:
+    index = tmp_path_factory.mktemp("index") / "results.db"
+    return serve_fake(fake_worker(index), token="s3cret").port
 
 
 @pytest.mark.parametrize("token, status", [(None, 401), ("wrong", 401), ("s3cret", 200)])
@@ -48,8 +49,8 @@ def test_health_and_metrics_stay_open(guarded: int) -> None:
         == [200, 200, 200]
 
 
-def test_no_token_means_open() -> None:
-    assert get(serve(fake_worker(), "127.0.0.1", 0).port, "/queries") == 200
+def test_no_token_means_open(tmp_path: Path) -> None:
+    assert get(serve_fake(fake_worker(tmp_path / "results.db")).port, "/queries") == 200
 
 
 def test_a_header_of_non_utf8_bytes_is_refused_not_a_server_error(guarded: int) -> None:

@@ -32,7 +32,8 @@ from faust.types import TP
 from faust.web import Request, Response, View
 
 from juggler.faust.runtime import FaustJob
-from juggler.serving.http_api import json_errors, results_handler
+from juggler.serving.http_api import results_handler
+from juggler.serving.json_pages import json_errors
 from juggler.serving.http_auth import bearer_token
 from juggler.runtime.metrics import CONTENT_TYPE
 from juggler.runtime.job import FAILURE_EXIT

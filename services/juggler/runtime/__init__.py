@@ -7,7 +7,8 @@ semantics 4a), `clearance` (when fetched records may be taken, semantics 4a), `t
 (one partition: engine, order, what it emits), `control_plane` (commands in, barriers
 out), `job` (what both runtimes share, and the `TaskContext` a task uses of them),
 `held_state`, `restore` and `readback` (the state topic), `transactions` (one
-transaction per round), `deadletters`, `results_store` (the results index process),
+transaction per round), `deadletters`, `results_store` (the results index process)
+and `results_table` (its SQLite table),
 `pages` (what the HTTP port and the metrics read: the round's snapshot and the
 runtime's typed views), `metrics`, `topic_names` and `topic_setup`. The HTTP port is
 `juggler.serving`, above this package; `juggler.launcher` starts a worker as a child

@@ -28,18 +28,22 @@ page may show them some rounds stale, and listing them takes at most about a
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from juggler.engine.native_engine import NativeEngine, TypeCounters
-from juggler.runtime.arrival import ArrivalOrder
-from juggler.runtime.loop_clock import LoopClock
-from juggler.runtime.results_store import ResultsStore
-from juggler.runtime.settings import Settings
-from juggler.runtime.topic_names import TopicNames
+if TYPE_CHECKING:  # typing only: the HTTP port's process imports this module to render
+    # `/queries`, and must not load the engine (`queries_body`)
+    from juggler.engine.native_engine import NativeEngine, TypeCounters
+    from juggler.runtime.arrival import ArrivalOrder
+    from juggler.runtime.loop_clock import LoopClock
+    from juggler.runtime.results_store import ResultsStore
+    from juggler.runtime.settings import Settings
+    from juggler.runtime.topic_names import TopicNames
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class Pages:
     queries: Mapping[str, str]
     """The registered queries, id -> text; not to be changed either."""
     scrape: Scrape
+    own_topic: Set[str] = frozenset()
+    """Those of `queries` registered with their own results topic."""
 
 
 EMPTY = Pages(progress=MappingProxyType({"partitions": {}, "restoring": [], "control": False}),
@@ -167,6 +173,11 @@ class WorkerView(JobView, Protocol):
         """The admin client `/progress` asks the log ends with."""
 
     @property
+    def client_config(self) -> Mapping[str, Any]:
+        """The librdkafka config its clients are made with (the HTTP port's process
+        asks the log ends with its own)."""
+
+    @property
     def ready(self) -> bool: ...
 
     @property
@@ -174,6 +185,11 @@ class WorkerView(JobView, Protocol):
 
     @property
     def metrics(self) -> Exposition: ...
+
+    @property
+    def registered(self) -> Registered:
+        """The registered queries the pages show (`queries` of the published snapshot,
+        with their `published` count)."""
 
     def unavailable(self) -> str | None: ...
 
@@ -196,6 +212,14 @@ class Registered:
 
     def __init__(self) -> None:
         self.queries: Mapping[str, str] = MappingProxyType({})
+        self.own_topic: Set[str] = frozenset()
+        self.taken = 0
+        """Times they were taken anew."""
+        self.published: Any = multiprocessing.RawValue("Q", 0)
+        """`taken` as of the snapshot the worker published last, in memory shared with
+        other processes: the HTTP port's process reads it to know, without asking the
+        worker, whether the queries it holds are still those published
+        (`page_process`)."""
         self._seen: object = ()
         self._due = 0.0
 
@@ -209,6 +233,8 @@ class Registered:
                                   and sum(len(t.texts) for t in tasks) > FRESH_UP_TO):
             return
         self.queries = queries_of(tasks)
+        self.own_topic = frozenset().union(*(t.own_topic for t in tasks))
+        self.taken += 1
         self._seen = seen
         now = time.monotonic()
         self._due = now + RETAKE * (now - started)
@@ -229,6 +255,11 @@ def listed(queries: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"id": qid, "text": text} for qid, text in queries.items()]
 
 
+def queries_body(queries: Mapping[str, str]) -> bytes:
+    """`/queries`' body."""
+    return json.dumps({"queries": listed(queries)}).encode()
+
+
 def take(worker: WorkerView, registered: Registered) -> Pages:
     """The pages' view of the worker's tasks now; called on the loop's thread. Each
     engine's counters are asked again only where they may have changed since the
@@ -237,7 +268,8 @@ def take(worker: WorkerView, registered: Registered) -> Pages:
     registered.take(restored)
     return Pages(progress=worker.progress(restored), queries=registered.queries,
                  scrape=_scrape(worker, restored, registered.queries.keys(),
-                                 worker.pages.scrape.engines))
+                                 worker.pages.scrape.engines),
+                 own_topic=registered.own_topic)
 
 
 def scrape(job: JobView) -> Scrape:

@@ -1,6 +1,6 @@
 """The worker: one consumer-group member running tasks like a Kafka Streams instance.
 
-    JugglerWorker(Settings.from_env()).run(serve)   # blocks; what `juggler worker` does
+    JugglerWorker(Settings.from_env()).run(serve_apart)  # blocks; what `juggler worker` does
 
 One loop, one thread: fetch a batch of records and route it to the tasks (task p owns
 partition p of every stream topic and of the fanout topic; the range assignor gives
@@ -102,7 +102,7 @@ class JugglerWorker(Job):
         """What the HTTP pages read of the tasks, as of the end of the last round
         (`pages`): replaced whole, never changed, so the HTTP thread reads it without
         waiting for the loop, which alone touches the tasks."""
-        self._registered = Registered()
+        self.registered = Registered()
         """The registered queries as `pages` last took them."""
         self.ready = False
         """True once the group assigned this worker its partitions (possibly none) and
@@ -157,15 +157,16 @@ class JugglerWorker(Job):
         end of each round, and where a rebalance or a fault changes which tasks there
         are (the restore that follows takes a while, and a page must not show a
         partition gone, or miss one being restored, meanwhile)."""
-        self.pages = take_pages(self, self._registered)
+        self.pages = take_pages(self, self.registered)
+        self.registered.published.value = self.registered.taken  # after: see `Registered`
 
     # the loop -------------------------------------------------------------------------
 
     def run(self, serve: Serve) -> None:
         """Consume, process and commit until SIGTERM/SIGINT; exit 70 on a failure the
         worker cannot recover from by itself (`recovery`). `serve` starts the HTTP port
-        on this worker (`juggler.serving.http_api.serve`): the serving layer reads the
-        runtime, so the runtime is handed it rather than importing it."""
+        on this worker (`juggler.serving.page_feed.serve_apart`): the serving layer
+        reads the runtime, so the runtime is handed it rather than importing it."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stop.set())
         _, *older = gc.get_threshold()
