@@ -153,9 +153,13 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a process so far (Linux /proc)."""
+    """User and system CPU time so far of a process and its live children (the
+    worker's HTTP port and results index are processes of their own; Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    return own + sum(cpu_seconds(child) for child in children)
 
 
 def prepare(bootstrap: str, prefix: str, worker: WorkerProcess) -> None:
@@ -218,6 +222,7 @@ def main() -> None:
           f"{args.repeats} repeats: median p50 "
           f"{statistics.median(p50s):.1f} ms, median p99 {statistics.median(p99s):.1f} ms "
           f"(p99s: {', '.join(f'{p:.0f}' for p in p99s)}); CPU per request: worker "
+          f"(its processes) "
           f"{1000 * worker_cpu / requests:.2f} ms, readers {1000 * readers_cpu / requests:.2f} ms")
 
 
