@@ -28,7 +28,7 @@ from juggler.kafka.client_log import unwatched
 from juggler.runtime.metrics import CONTENT_TYPE
 from juggler.runtime.pages import Pages, WorkerView
 from juggler.runtime.recovery import Backoff
-from juggler.serving.http_api import NO_INDEX
+from juggler.runtime.results_table import NO_INDEX
 from juggler.serving.page_messages import (
     Answer,
     Asked,
@@ -40,8 +40,8 @@ from juggler.serving.page_messages import (
     QueriesReply,
     QueryReply,
     Reply,
+    port_main,
 )
-from juggler.serving.page_process import main
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class PageFeed:
         while not self._stopping.is_set():
             mine, theirs = self._context.Pipe()
             self.process = process = self._context.Process(
-                target=main, name="juggler-http", daemon=True,
+                target=port_main, name="juggler-http", daemon=True,
                 args=(theirs, self.sock, self.origin))
             process.start()
             started = time.monotonic()

@@ -2,7 +2,7 @@
 other over their pipe: each kind of message one typed, picklable form.
 
 The worker pushes `Pushed` when what it holds changed, and answers an `Asked` with the
-`Reply` of its kind; nothing else crosses.
+`Reply` of its kind; nothing else crosses. `port_main` is the process's entry point.
 """
 
 from __future__ import annotations
@@ -108,3 +108,12 @@ class Origin:
     """`Registered.published`, shared with the worker: how current the queries are."""
     silent_after: float
     """Seconds without a word from the worker after which `/health` says 503."""
+
+
+def port_main(conn: Any, sock: Any, origin: Origin) -> None:
+    """The port's process's entry point. Here and not in `page_process` so that the
+    worker, which names it to start the process, does not import the server it never
+    runs (aiohttp alone is half a second of its start)."""
+    from juggler.serving.page_process import main
+
+    main(conn, sock, origin)
