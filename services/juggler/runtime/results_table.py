@@ -15,9 +15,6 @@ from collections.abc import Mapping
 TP = tuple[str, int]
 Row = tuple[str, str, int, int, str]
 
-NO_INDEX = "the results index has not started"
-"""What a page says of an index its runtime has not started yet."""
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     query TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,

@@ -15,11 +15,12 @@ from aiohttp import web
 
 from juggler.runtime.pages import JobView
 from juggler.runtime.results_store import ResultsStore
-from juggler.runtime.results_table import NO_INDEX
 from juggler.serving.json_pages import page_request, unknown_query
 from juggler.serving.results_api import page_body
 
 Page = Callable[[web.Request], Awaitable[web.Response]]
+
+NO_INDEX = "the results index has not started"
 
 
 def results_handler(worker: JobView) -> Page:

@@ -26,9 +26,9 @@ from typing import Any
 
 from juggler.kafka.client_log import unwatched
 from juggler.runtime.metrics import CONTENT_TYPE
-from juggler.runtime.pages import Pages, WorkerView
+from juggler.runtime.pages import WorkerView
 from juggler.runtime.recovery import Backoff
-from juggler.runtime.results_table import NO_INDEX
+from juggler.runtime.results_store import ResultsStore
 from juggler.serving.page_messages import (
     Answer,
     Asked,
@@ -80,7 +80,7 @@ def serve_apart(worker: WorkerView, host: str, port: int, token: str | None = No
     origin = Origin(worker.names, token, unwatched(dict(worker.client_config)), store.path,
                     worker.settings.loglevel, CONTENT_TYPE, worker.registered.published,
                     silent_after)
-    feed = PageFeed(worker, sock, origin)
+    feed = PageFeed(worker, store, sock, origin)
     feed.start()
     return Server(sock.getsockname()[1], feed)
 
@@ -90,8 +90,7 @@ class _Sent:
     """What the process was last sent."""
 
     health: tuple[int, dict[str, Any]] | None = None
-    results_health: tuple[int, dict[str, Any]] | None = None
-    pages: Pages | None = None
+    index_health: dict[str, Any] | None = None
     progress: Any = field(default=None, repr=False)
     index: IndexState | None = None
     version: int = -1
@@ -103,8 +102,9 @@ class PageFeed:
     """Starts the port's process on `sock`, feeds it, and starts it again when it stops
     (until the worker's exit)."""
 
-    def __init__(self, worker: WorkerView, sock: socket.socket, origin: Origin) -> None:
-        self.worker, self.sock, self.origin = worker, sock, origin
+    def __init__(self, worker: WorkerView, store: ResultsStore, sock: socket.socket,
+                 origin: Origin) -> None:
+        self.worker, self.store, self.sock, self.origin = worker, store, sock, origin
         self._context = multiprocessing.get_context("spawn")  # no fork of librdkafka's threads
         self._backoff = Backoff(RESTART_FIRST, RESTART_MOST)
         self.thread = threading.Thread(target=self._run, name="juggler-pages-feed",
@@ -179,38 +179,36 @@ class PageFeed:
                           worker.own_topic(asked.query_id))
 
     def _push(self, conn: Any, sent: _Sent) -> None:
-        worker = self.worker
+        worker, store = self.worker, self.store
         version = worker.registered.published.value  # before the pages: see `_answer`
-        now_health, now_results, pages = health(worker), results_health(worker), worker.pages
-        store = worker.results_store
-        index = IndexState(store.running(), store.lag) if store is not None else None
+        index_health = store.health()
+        now_health, pages = health(worker, index_health), worker.pages
+        index = IndexState(store.running(), store.lag)
         now = time.monotonic()
-        if now_health == sent.health and now_results == sent.results_health \
-                and pages is sent.pages and index == sent.index and version == sent.version:
+        if now_health == sent.health and index_health == sent.index_health \
+                and pages.progress is sent.progress and index == sent.index \
+                and version == sent.version:
             if now - sent.at >= HEARTBEAT_EVERY:
                 conn.send(Pushed())
                 sent.at = now
             return
         conn.send(Pushed(
             None if now_health == sent.health else _json(now_health),
-            None if now_results == sent.results_health else _json(now_results),
+            None if index_health == sent.index_health else _json(results_health(index_health)),
             None if pages.progress is sent.progress else dict(pages.progress),
             None if index == sent.index else index,
             None if version == sent.version else OwnTopics(version, pages.own_topic)))
-        sent.health, sent.results_health, sent.pages = now_health, now_results, pages
-        sent.progress, sent.index, sent.version = pages.progress, index, version
-        sent.at = now
+        sent.health, sent.index_health, sent.progress = now_health, index_health, pages.progress
+        sent.index, sent.version, sent.at = index, version, now
 
 
-def health(worker: WorkerView) -> tuple[int, dict[str, Any]]:
+def health(worker: WorkerView, index: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """`/health`'s status and body, read as they stand (copying the tasks' keys is one
     atomic step), never waiting for the loop: a round stuck behind a transaction that
-    cannot commit is when `/health` must answer why."""
-    store = worker.results_store
-    if store is None:
-        return 503, {"error": NO_INDEX}
+    cannot commit is when `/health` must answer why. `index`: the results index's
+    `health()`."""
     body = {"app": worker.settings.app_id, "partitions": sorted(list(worker.tasks)),
-            "results_index": store.health()}
+            "results_index": index}
     reason = worker.unavailable()
     if reason is not None:
         return 503, {"status": "unavailable", "reason": reason, **body}
@@ -218,17 +216,13 @@ def health(worker: WorkerView) -> tuple[int, dict[str, Any]]:
     return (200 if ready else 503), {"status": "ok" if ready else "starting", **body}
 
 
-def results_health(worker: WorkerView) -> tuple[int, dict[str, Any]]:
-    """`/health/results`: the results index alone, 200 while
+def results_health(index: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """`/health/results`: the results index's `health()` alone, 200 while
     its indexer runs (behind by a moment or not) and 503 while it is failed, until a
     restarted one caught up. Apart from `/health` because the worker's processing is
     fine meanwhile: a liveness probe must not restart it for this, while a readiness
     probe of a Service that serves the results API may take it out (every worker indexes
     the same topics, so another one answers in full)."""
-    store = worker.results_store
-    if store is None:
-        return 503, {"error": NO_INDEX}
-    index = store.health()
     return (503 if index["status"] == "failed" else 200), index
 
 
