@@ -13,7 +13,7 @@ What it answers, and from what:
   pushed whenever they change and looked at every `page_feed.PUSH_EVERY`;
 - `/progress`: the progress the worker last published, pushed likewise, with the log
   ends asked of the cluster now by this process's own admin client
-  (`json_pages.progress_report`): it may be a moment behind, its `caught_up` never
+  (`progress_report`): it may be a moment behind, its `caught_up` never
   ahead;
 - `/queries`: as this process last got them, while the count the worker publishes with
   every snapshot in shared memory (`Registered.published`) says they are current; else
@@ -42,7 +42,7 @@ import itertools
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -55,16 +55,10 @@ from juggler.kafka.client_log import client_log, watched
 from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
 from juggler.runtime import results_table
+from juggler.runtime.results_table import TP
 from juggler.runtime.pages import queries_body
 from juggler.serving.http_auth import bearer_token
-from juggler.serving.json_pages import (
-    TP,
-    PageRequest,
-    json_errors,
-    page_request,
-    progress_report,
-    unknown_query,
-)
+from juggler.serving.json_pages import PageRequest, json_errors, page_request, unknown_query
 from juggler.serving.page_messages import (
     STARTING,
     Answer,
@@ -126,6 +120,11 @@ class Pages:
         waiting = self.waiting.pop(message.ask, None)
         if waiting is not None and not waiting.done():
             waiting.set_result(message)
+
+    def keep(self, text: MetricsReply) -> None:
+        """`text` as the metrics to serve, unless those held were rendered later."""
+        if self.metrics is None or self.metrics.at < text.at:
+            self.metrics = text
 
 
 def main(conn: Connection, sock: socket.socket, origin: Origin) -> None:
@@ -245,8 +244,7 @@ class PortProcess:
             rendering = pages.rendering
             text = await self.ask("metrics", waiting=rendering[1] if rendering
                                   and rendering[0] >= now - METRICS_FRESH else None)
-            if pages.metrics is None or pages.metrics.at < text.at:
-                pages.metrics = text
+            pages.keep(text)
         if often and pages.rendering is None:
             try:
                 pages.rendering = (time.monotonic(), self.request("metrics"))
@@ -260,9 +258,7 @@ class PortProcess:
         pages = self.pages
         pages.rendering = None
         if not done.cancelled() and done.exception() is None:
-            text: MetricsReply = done.result()
-            if pages.metrics is None or pages.metrics.at < text.at:
-                pages.metrics = text
+            pages.keep(done.result())
 
     async def results(self, request: web.Request) -> web.Response:
         asked = page_request(self.origin.names, request)
@@ -298,3 +294,27 @@ class PortProcess:
         index = self.pages.index
         return page_body(results, positions,
                          results_table.behind(index.running, index.lag, topic))
+
+
+def progress_report(published: Mapping[str, Any],
+                    log_ends: Callable[[Iterable[TP]], Mapping[TP, int]]) -> dict[str, Any]:
+    """`published` (a worker's `progress()`, copied: it is shared) with every log end
+    asked now, and `caught_up` per partition and overall: nothing in the log is left to
+    process. The ends are asked after the progress was taken, so `caught_up` may come a
+    moment late, never early."""
+    report = {**published, "partitions": {
+        p: {**part, "inputs": {topic: dict(inp) for topic, inp in part["inputs"].items()}}
+        for p, part in published["partitions"].items()}}
+    tps = [(topic, int(p)) for p, part in report["partitions"].items() for topic in part["inputs"]]
+    ends = log_ends(tps) if tps else {}
+    everything = not report["restoring"]
+    for p, part in report["partitions"].items():
+        done = not part["pending_commands"]
+        for topic, inp in part["inputs"].items():
+            inp["log_end"] = ends[(topic, int(p))]
+            inp["lag"] = None if inp["processed"] is None else max(0, inp["log_end"] - inp["processed"])
+            done = done and inp["lag"] == 0
+        part["caught_up"] = done
+        everything = everything and done
+    report["caught_up"] = everything
+    return report
