@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,8 +26,8 @@ from typing import Any
 import pytest
 
 from fake_port import port_reads, serve_fake
-from juggler.serving.page_feed import Server
 from juggler.runtime.pages import EMPTY
+from juggler.serving.page_feed import Server
 from juggler.serving.page_process import METRICS_FRESH
 from juggler.serving.results_api import encode_cursor
 
@@ -88,45 +89,42 @@ def served(server: tuple[SimpleNamespace, Server]) -> tuple[SimpleNamespace, int
     return server[0], server[1].port
 
 
+@contextmanager
+def stuck(worker: SimpleNamespace) -> Iterator[None]:
+    """The worker's side of its port stuck (its feed blocked reading the worker's
+    health), from when it is until the block ends."""
+    inside, release = threading.Event(), threading.Event()
+
+    def blocked() -> None:
+        inside.set()
+        release.wait()
+
+    worker.unavailable = blocked
+    try:
+        until(inside.is_set, "the worker's side is stuck reading its health")
+        yield
+    finally:
+        worker.unavailable = lambda: None
+        release.set()
+
+
 def test_a_probe_is_answered_while_the_worker_cannot_answer(
         served: tuple[SimpleNamespace, int]) -> None:
     worker, port = served
     queries = get(port, "/queries")[1]
-    inside, release = threading.Event(), threading.Event()
-
-    def stuck() -> None:
-        inside.set()
-        release.wait()
-
-    worker.unavailable = stuck
-    try:
-        until(inside.is_set, "the worker's side is stuck reading its health")
+    with stuck(worker):
         status, body = get(port, "/health")
         assert status == 200 and json.loads(body)["status"] == "ok"
         assert get(port, "/queries")[1] == queries
-    finally:
-        worker.unavailable = lambda: None
-        release.set()
 
 
 def test_health_says_503_once_the_worker_is_silent(tmp_path: Path) -> None:
     worker = fake_worker(str(tmp_path / "results.db"))
     port = serve_fake(worker, silent_after=1.0).port
-    inside, release = threading.Event(), threading.Event()
-
-    def frozen() -> None:
-        inside.set()
-        release.wait()
-
-    worker.unavailable = frozen
-    try:
-        until(inside.is_set, "the worker's side is stuck")
+    with stuck(worker):
         status, body = until(lambda: (answer := get(port, "/health"))[0] == 503 and answer,
                              "/health says 503")
         assert "has not answered" in json.loads(body)["reason"]
-    finally:
-        worker.unavailable = lambda: None
-        release.set()
     until(lambda: healthy(port), "/health back to 200")
 
 
