@@ -169,6 +169,29 @@ def test_restore_without_a_deleted_original_says_so_and_goes_on(kafka_bootstrap:
         worker.stop()
 
 
+def test_a_restart_keeps_the_accepted_set_and_logs_foreign_status_records(
+        kafka_bootstrap: str, tmp_path) -> None:
+    """The control task's accepted set comes back from the status topic, read in a
+    child process beside the tasks' restore: after a restart a repeated id is still
+    rejected and a deregistration of a query registered before it is accepted; a status
+    record the worker did not write is skipped with a warning, not a failed restore."""
+    _, worker, client = _one_partition("acc", kafka_bootstrap, tmp_path)
+    try:
+        _start_with_query(worker, client, "q1", Q1)
+        assert client.wait_status(client.command("REGISTER", "q2", Q2))["status"] == "ACCEPTED"
+        assert client.wait_status(client.command("DEREGISTER", "q2"))["status"] == "ACCEPTED"
+        worker.stop()
+        client.send_raw(client.names.status, b"q9", b"not a status")
+        worker.start()
+        again = client.wait_status(client.command("REGISTER", "q1", Q2))
+        assert (again["status"], "already registered" in again["message"]) == ("REJECTED", True)
+        assert client.wait_status(client.command("REGISTER", "q2", Q2))["status"] == "ACCEPTED"
+        assert client.wait_status(client.command("DEREGISTER", "q1"))["status"] == "ACCEPTED"
+        assert "status topic: skipping a record that is not a status" in worker.log_tail()
+    finally:
+        worker.stop()
+
+
 def test_read_originals_reads_wanted_records_across_gaps(kafka_bootstrap: str) -> None:
     """The restore's bulk read: wanted offsets of two partitions, with a gap skipped by
     a seek, one offset below the log start and one past the end, all in one pass."""

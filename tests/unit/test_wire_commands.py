@@ -10,6 +10,7 @@ import pytest
 
 from juggler.codec.avro import Codec
 from juggler.wire.commands import (Command, CommandStatus, DeregisterCommand,
+                                   accepted_of,
                                    RegisterCommand, barrier_of, barrier_text,
                                    control_offset_of, decode_command, encode_command,
                                    fanout_headers, is_rewritten, parse_event_line,
@@ -72,3 +73,15 @@ def test_a_rewritten_register_names_its_original() -> None:
     assert headers == [("juggler-rewritten-from", b"12")]
     assert is_rewritten(headers) and rewritten_from(headers) == 12
     assert not is_rewritten(None) and rewritten_from([("other", b"1")]) is None
+
+
+def test_the_accepted_set_follows_the_statuses_in_log_order() -> None:
+    def status(qid: str, action: str, outcome: str, offset: int) -> CommandStatus:
+        return CommandStatus(qid, action, outcome, "", offset)  # type: ignore[arg-type]
+
+    statuses = [status("a", "REGISTER", "ACCEPTED", 1), status("b", "REGISTER", "ACCEPTED", 2),
+                status("a", "REGISTER", "LIVE", 1), status("c", "REGISTER", "REJECTED", 3),
+                status("b", "DEREGISTER", "ACCEPTED", 4), status("a", "DEREGISTER", "REJECTED", 5),
+                status("b", "REGISTER", "ACCEPTED", 6)]
+    assert accepted_of(statuses) == {"a": 1, "b": 6}
+    assert accepted_of(statuses[:5]) == {"a": 1}

@@ -6,7 +6,8 @@ clear, run, commit; the rebalance), `arrival` (the order a task takes its record
 semantics 4a), `clearance` (when fetched records may be taken, semantics 4a), `task`
 (one partition: engine, order, what it emits), `control_plane` (commands in, barriers
 out), `job` (what both runtimes share, and the `TaskContext` a task uses of them),
-`held_state`, `restore` and `readback` (the state topic), `transactions` (one
+`held_state`, `restore`, `accepted_read` and `readback` (the state and status
+topics), `transactions` (one
 transaction per round), `deadletters`, `results_store` (the results index process)
 and `results_table` (its SQLite table),
 `pages` (what the HTTP port and the metrics read: the round's snapshot and the

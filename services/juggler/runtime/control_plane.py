@@ -57,15 +57,9 @@ class ControlTask:
         need the committed control offset at the log's end, so once nothing is pending
         the task commits the position."""
 
-    def restore(self, statuses: list[CommandStatus]) -> None:
-        """The accepted set from the status topic (in log order)."""
-        for status in statuses:
-            if not status.accepted:
-                continue
-            if status.action == REGISTER:
-                self.accepted[status.id] = status.command_offset
-            else:
-                self.accepted.pop(status.id, None)
+    def restore(self, accepted: dict[str, int]) -> None:
+        """Take the accepted set the status topic says (`accepted_of`)."""
+        self.accepted = accepted
         self.restored = True
 
     def add(self, record: Record) -> None:

@@ -4,7 +4,8 @@ A task's engine comes back from its partition of the state topic (`held_state`),
 with read_committed up to its end, so it matches the group's committed offsets, and
 from its held events' input records, read back from the stream topics the state
 records point to (`readback.read_originals`); its inputs start at the committed offsets. The
-control task's accepted set comes back from the status topic. Nothing is evaluated and
+control task's accepted set comes back from the status topic, read in a child
+process beside the tasks' restore (`accepted_read`). Nothing is evaluated and
 nothing is emitted: the results of everything restored were committed before.
 
 A held event whose input record is gone (the stream topic's retention deleted it, or
@@ -21,17 +22,16 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Protocol
 
-from juggler.codec.avro import CodecError
 from juggler.kafka.offsets import TP, log_ends
+from juggler.runtime.accepted_read import accepted_read
 from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.held_state import TaskState, originals
 from juggler.runtime.job import TaskContext
 from juggler.runtime.readback import Reader, read_originals, read_partitions
 from juggler.runtime.task import PartitionTask, RestoredQueries, restored_queries
-from juggler.wire.commands import CommandStatus
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +80,17 @@ def collector_paused() -> Iterator[None]:
 
 def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: ControlTask | None,
               committed: Mapping[TP, int | None]) -> None:
-    """Restore the newly assigned tasks and, if given, the control task, from one read of
-    all their partitions: the state partitions of the tasks that must be rebuilt and the
-    status topic, fetched together by one consumer. `committed` is the group's
-    committed offset of each assigned partition, as the consumer was started at them.
+    """Restore the newly assigned tasks and, if given, the control task: the state
+    partitions of the tasks that must be rebuilt, read together by one consumer, and
+    meanwhile the status topic's accepted set in a child process (`accepted_read`).
+    `committed` is the group's committed offset of each assigned partition, as the
+    consumer was started at them.
 
-    Why together: each partition read alone costs a consumer's start and a last fetch
-    that waits for more, and they added up one after the other (docs/worker.md, "State
-    and restore"); read together, the broker serves them in the same fetches.
-    Each distinct set of queries is compiled once for all the tasks that hold it
-    (`restored_queries`)."""
+    Why the state partitions together: each partition read alone costs a consumer's
+    start and a last fetch that waits for more, and they added up one after the other
+    (docs/worker.md, "State and restore"); read together, the broker serves them in the
+    same fetches. Each distinct set of queries is compiled once for all the tasks that
+    hold it (`restored_queries`)."""
     names = worker.names
     inputs = [(topic, t.partition) for t in fresh for topic in t.topic_of.values()]
     inputs += [(names.fanout, t.partition) for t in fresh]
@@ -104,18 +105,37 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
                 task = worker.tasks[task.partition] = type(task)(worker, task.partition)
             rebuild.append(task)
         current.append(task)
+    with accepted_read(worker, names.status) if control else nullcontext() as pending:
+        _restore_tasks(worker, rebuild, _read_states(worker, rebuild))
+        if control is not None and pending is not None:
+            read = pending.result()
+            for reason in read.skipped:
+                log.warning("status topic: skipping a record that is not a status: %s", reason)
+            control.restore(read.accepted)
+            log.info("control task restored: %d queries accepted", len(control.accepted))
+    for task in current:
+        task.committed = None
+        for stream, inp in task.order.inputs.items():
+            tp = (task.topic_of[stream], task.partition)
+            inp.position = _start(committed[tp], starts[tp])
+        fanout = (names.fanout, task.partition)
+        task.order.barrier_position = _start(committed[fanout], starts[fanout])
+
+
+def _read_states(worker: RestoreContext, rebuild: list[PartitionTask]) -> dict[int, TaskState]:
+    """The state partitions of the tasks to rebuild, read together by one consumer."""
     read: dict[bytes, tuple[int, str, bool]] = {}
     states = {task.partition: TaskState(read=read) for task in rebuild}
-    statuses: list[CommandStatus] = []
-    wanted = [(names.state, p) for p in states] + ([(names.status, 0)] if control else [])
-    for (topic, partition), key, value, headers in read_partitions(worker, wanted):
-        if topic == names.state:
-            states[partition].apply(key, value, headers)
-            continue
-        try:
-            statuses.append(CommandStatus.decode(worker.codec, value))
-        except CodecError as exc:
-            log.warning("status topic: skipping a record that is not a status: %s", exc.reason)
+    for (_, partition), key, value, headers in read_partitions(
+            worker, [(worker.names.state, p) for p in states]):
+        states[partition].apply(key, value, headers)
+    return states
+
+
+def _restore_tasks(worker: RestoreContext, rebuild: list[PartitionTask],
+                   states: dict[int, TaskState]) -> None:
+    """Rebuild each task's engine from its state and its held events' input records."""
+    names = worker.names
     streams = {names.stream(s) for s in worker.streams}
     held = {p: state.held() for p, state in states.items()}
     inputs_held = {tp: offsets for p, events in held.items()
@@ -132,16 +152,6 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
         missing += task.restore(state, queries, held[task.partition], values)
     if missing:
         worker.metrics.restore_missing.inc(missing)
-    for task in current:
-        task.committed = None
-        for stream, inp in task.order.inputs.items():
-            tp = (task.topic_of[stream], task.partition)
-            inp.position = _start(committed[tp], starts[tp])
-        fanout = (names.fanout, task.partition)
-        task.order.barrier_position = _start(committed[fanout], starts[fanout])
-    if control is not None:
-        control.restore(statuses)
-        log.info("control task restored: %d queries accepted", len(control.accepted))
 
 
 def _start(committed: int | None, log_start: int) -> int:

@@ -254,3 +254,17 @@ class CommandStatus:
         (`Codec.decode`): only workers write statuses, and a client waiting for a burst
         of registrations, or a restore, reads five of them per command."""
         return cls.from_record(codec.decode(COMMAND_STATUS, data, trusted=True))
+
+
+def accepted_of(statuses: Iterable[CommandStatus]) -> dict[str, int]:
+    """The registered queries that statuses in log order say: id -> the control offset
+    of its accepted REGISTER (what the control task restores, `ControlTask.accepted`)."""
+    accepted: dict[str, int] = {}
+    for status in statuses:
+        if status.status != ACCEPTED:
+            continue
+        if status.action == REGISTER:
+            accepted[status.id] = status.command_offset
+        else:
+            accepted.pop(status.id, None)
+    return accepted
