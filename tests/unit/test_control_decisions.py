@@ -12,22 +12,26 @@ from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.wire.names import REWRITTEN_HEADER
 from juggler.language import QueryCompiler
 from juggler.runtime.control_plane import ControlTask
-from juggler.runtime.job import COMPILED_CACHE, Job
+from juggler.runtime.job import COMPILED_CACHE, FANOUT_CACHE, Job
 from juggler.runtime.task import Record, RoundCounts
 from juggler.runtime.topic_names import TopicNames
 from juggler.runtime.transactions import Outbox
+from juggler.wire.commands import RegisterCommand, decode_command
 
 
 class Context:
     """What the control task uses of its runtime, with the runtimes' own `compiled`."""
 
     compiled = Job.compiled
+    fanout_value = Job.fanout_value
+    fanout_command = Job.fanout_command
 
     def __init__(self) -> None:
         self.codec = Codec(registry_url="")
         self.catalog = self.codec.catalog()
         self._compiler = QueryCompiler(self.catalog)
         self._compiled: BoundedCache = BoundedCache(COMPILED_CACHE)
+        self._fanout: BoundedCache = BoundedCache(FANOUT_CACHE)
         self.names = TopicNames()
         self.partitions = 2
         self.metrics = SimpleNamespace(commands=Counter("c", "c", ["action", "status"],
@@ -44,6 +48,22 @@ class Context:
 
     def control_value_at(self, offset: int) -> bytes | None:
         return self.control_log.get(offset)
+
+
+def test_an_accepted_command_is_copied_to_every_partition_as_itself() -> None:
+    """Every partition's task reads the same command back from its copy, whether it
+    decodes the copy (another process) or finds it decoded (the control task's own)."""
+    context = Context()
+    task = ControlTask(context)  # type: ignore[arg-type]
+    command = RegisterCommand("q1", "SELECT * FROM H WHERE H.beatrate > 90", own_topic=False)
+    value = context.codec.encode(COMMAND, command.record())
+    task.add(Record("juggler.control", 0, 5, b"q1", value, 0))
+    outbox = Outbox()
+    task.run(outbox, RoundCounts())
+    copies = [m for m in outbox.messages if m[0] == context.names.fanout]
+    assert sorted(m[3] for m in copies) == list(range(context.partitions))
+    assert {decode_command(Codec(registry_url=""), m[1], trusted=True) for m in copies} == {command}
+    assert {context.fanout_command(m[1]) for m in copies} == {command}
 
 
 def decide(command: dict, key: bytes | None = None) -> dict:

@@ -34,7 +34,7 @@ from juggler.runtime.task import Record, RoundCounts
 from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import (ACCEPTED, REGISTER, REJECTED, Command, CommandStatus,
                                    DeregisterCommand, RegisterCommand, decode_command,
-                                   barrier_text, encode_command, fanout_headers, is_rewritten,
+                                   barrier_text, fanout_headers, is_rewritten,
                                    rewritten_headers)
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class ControlTask:
             self.accepted[qid] = record.offset
         else:
             self.accepted.pop(qid, None)
-        copy = encode_command(w.codec, command, topic=w.names.fanout, trusted=True)
+        copy = w.fanout_value(command)
         for p in range(w.partitions):
             outbox.send(w.names.fanout, qid.encode(), copy, partition=p,
                         headers=fanout_headers(record.offset, barriers[p]))

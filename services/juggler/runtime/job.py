@@ -41,7 +41,7 @@ from juggler.runtime.results_store import ResultsStore
 from juggler.runtime.settings import Settings
 from juggler.runtime.topic_names import TopicNames
 from juggler.runtime.topic_setup import ensure_results_topic, ensure_worker_topics, partitions
-from juggler.wire.commands import Command, decode_command
+from juggler.wire.commands import Command, decode_command, encode_command
 
 FAILURE_EXIT = 70
 """Exit status when processing fails, in either runtime: state may be ahead of what was
@@ -84,6 +84,8 @@ class TaskContext(Protocol):
     def compiled(self, query_id: str, text: str) -> Query: ...
 
     def fanout_command(self, value: bytes | None) -> Command: ...
+
+    def fanout_value(self, command: Command) -> bytes: ...
 
     def ensure_results_topic(self, query_id: str) -> None: ...
 
@@ -179,6 +181,15 @@ class Job:
         if command is None:
             command = self._fanout.put(value, decode_command(self.codec, value, trusted=True))
         return command
+
+    def fanout_value(self, command: Command) -> bytes:
+        """An accepted command's fanout copy, remembered as decoded: the control task
+        writes it, and this process's partition tasks read it back (`fanout_command`)
+        without decoding it again (a decode per command was a twentieth of a burst of
+        registrations)."""
+        value = encode_command(self.codec, command, topic=self.names.fanout, trusted=True)
+        self._fanout.put(value, command)
+        return value
 
     def ensure_results_topic(self, query_id: str) -> None:
         ensure_results_topic(self.settings, self.partitions, query_id)
