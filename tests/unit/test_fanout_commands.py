@@ -110,3 +110,35 @@ def test_a_value_that_is_no_command_is_dead_lettered_by_every_partition() -> Non
     assert [[topic for topic, *_ in outbox.messages] for outbox in outboxes] == \
         [[job.names.deadletter]] * PARTITIONS
     assert [task.texts for task in tasks] == [{}] * PARTITIONS
+
+
+def evaluate(job: BrokerlessJob, task: PartitionTask, beatrate: float, ts: int) -> list[str]:
+    """The queries with a result for an H event that `task` evaluates as its round
+    would (registering first whatever waits to be)."""
+    topic = job.names.stream("H")
+    event = Event("H", f"p{task.partition}", ts, {"beatrate": beatrate, "vib": 0.0, "alert": ""},
+                  (topic, task.partition, ts))
+    counts = RoundCounts()
+    task._events([("H", Record(topic, task.partition, ts, b"k", b"", 0), event)], Outbox(),
+                 counts, {})
+    return sorted(counts.results_out)
+
+
+def test_rules_registered_with_no_event_between_are_live_at_the_next_event() -> None:
+    """A burst of registrations goes into the engines in a few batches rather than one
+    per round, and every rule is live from its command on: the next event evaluated
+    matches each one registered before it, and none deregistered."""
+    job = BrokerlessJob()
+    tasks = restored(job)
+    for i in range(40):
+        text = f"SELECT * FROM H WHERE H.beatrate > {i}"
+        apply(job, tasks, RegisterCommand(f"r{i:02d}", text), i)
+    for i in range(40, 45):  # too few against those registered to go in at once
+        apply(job, tasks, RegisterCommand(f"r{i}", "SELECT * FROM H WHERE H.beatrate < 99"), i)
+    below = [f"r{i:02d}" for i in range(21)]
+    assert [evaluate(job, task, 20.5, 1000) for task in tasks] == \
+        [below + [f"r{i}" for i in range(40, 45)]] * PARTITIONS
+    apply(job, tasks, DeregisterCommand("r01"), 45)
+    apply(job, tasks, DeregisterCommand("r44"), 46)
+    assert [evaluate(job, task, 20.5, 2000) for task in tasks] == \
+        [[q for q in below if q != "r01"] + [f"r{i}" for i in range(40, 44)]] * PARTITIONS

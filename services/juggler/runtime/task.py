@@ -21,7 +21,7 @@ from juggler.codec.bounded import ROW_OMITTED_HEADER
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
 from juggler.engine.rust_core import DecodedEvent
-from juggler.engine.native_engine import NativeEngine
+from juggler.engine.native_engine import COPY_SHARE, NativeEngine
 from juggler.wire.names import QUERY_HEADER
 from juggler.language import QueryError
 from juggler.language.model import Query
@@ -99,9 +99,17 @@ class PartitionTask:
         self._late_logged = 0.0
         self._late_since_log = 0
         self._registering: list[Query] = []
-        """Queries whose REGISTER commands this round applied, not yet in the engine: a
-        burst of commands goes in with one `register_many` (`_register_pending`), at
-        the latest before the next event is evaluated."""
+        """Queries whose REGISTER commands were applied, not yet in the engine. They go
+        in with one `register_many` (`_register_pending`) before the next event is
+        evaluated or another command needs the engine, or once they are a
+        `COPY_SHARE`th of the queries registered with them: a burst of registrations
+        with no event between goes in a few large batches instead of one per round
+        (one per round, each engine inserted every query into its lists one at a
+        time). Every partition applies the same commands, so each batch ends at the
+        same command in every partition, and the engines after the first to register
+        it copy its registry (`shared_registry`) instead of building it again. A
+        query waiting here is live all the same: nothing is evaluated before it goes
+        in."""
         self._registering_window = 0
         """The widest MAXWINDOW in `_registering`."""
 
@@ -181,7 +189,6 @@ class PartitionTask:
         return None
 
     def _finish(self, outbox: Outbox, dirty: dict[str, None]) -> None:
-        self._register_pending()
         self.w.clock.enter("state")
         state = self.w.names.state
         if self.live is not None:  # one LIVE per round: every command up to it is live here
@@ -327,9 +334,9 @@ class PartitionTask:
         qid = command.id
         self._routes.pop(qid, None)
         state = w.names.state
-        horizon = self._horizon()
         if isinstance(command, RegisterCommand) and command.text is not None \
                 and qid not in self.texts:
+            horizon = self._horizon()
             try:
                 query = w.compiled(qid, command.text)
                 if command.history:  # its results come now, from what the engine holds now
@@ -346,12 +353,14 @@ class PartitionTask:
                 log.error("partition %d: cannot register %r: %s", self.partition, qid, exc)
                 return
             self.texts[qid] = command.text
+            if len(self._registering) * COPY_SHARE >= len(self.texts):
+                self._register_pending()
             outbox.put(state, (held_state.QUERY + qid).encode(),
                        held_state.query_record(self.query_seq, command.text,
                                                qid in self.own_topic), self.partition)
-            if self._horizon() != horizon:
+            if query.window > horizon:  # a registration widens the horizon to its window
                 outbox.put(state, held_state.HORIZON.encode(),
-                           held_state.horizon_record(self._horizon()), self.partition)
+                           held_state.horizon_record(query.window), self.partition)
             self.query_seq += 1
             self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
