@@ -173,7 +173,8 @@ def test_a_restart_keeps_the_accepted_set_and_logs_foreign_status_records(
         kafka_bootstrap: str, tmp_path) -> None:
     """The control task's accepted set comes back from the status topic, read in a
     child process beside the tasks' restore: after a restart a repeated id is still
-    rejected and a deregistration of a query registered before it is accepted; a status
+    rejected and a deregistration of a query registered before it is accepted, and the
+    tasks hold the queries registered before it and not those deregistered; a status
     record the worker did not write is skipped with a warning, not a failed restore."""
     _, worker, client = _one_partition("acc", kafka_bootstrap, tmp_path)
     try:
@@ -183,6 +184,8 @@ def test_a_restart_keeps_the_accepted_set_and_logs_foreign_status_records(
         worker.stop()
         client.send_raw(client.names.status, b"q9", b"not a status")
         worker.start()
+        # the tasks' registered set comes back from their state records: q2 stays gone
+        assert [q["id"] for q in worker.get("/queries")[1]["queries"]] == ["q1"]
         again = client.wait_status(client.command("REGISTER", "q1", Q2))
         assert (again["status"], "already registered" in again["message"]) == ("REJECTED", True)
         assert client.wait_status(client.command("REGISTER", "q2", Q2))["status"] == "ACCEPTED"

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from juggler.faust import state_table
 from juggler.faust.state_table import Mark, batch_records, restore
-from juggler.runtime.held_state import KEY, QUERY, key_meta, query_record, refs_key, refs_record
+from juggler.runtime.held_state import KEY, key_meta, refs_key, refs_record
+from juggler.runtime.query_records import queries_key, queries_record
 
 P = 3
 
@@ -43,11 +44,12 @@ def ref(offset: int, seq: int, ts: int, key: str = "p1") -> tuple[str, int, int,
 
 BATCH_1 = [(refs_key(0), refs_record([ref(0, 0, 100), ref(1, 1, 200)])),
            ((KEY + "p1").encode(), key_meta(200, 100)),
-           ((QUERY + "q1").encode(), query_record(0, "SELECT * FROM B"))]
+           (queries_key(0), queries_record({"q1": (0, "SELECT * FROM B", False),
+                                            "q3": (1, "SELECT * FROM T", False)}))]
 BATCH_2 = [(refs_key(1), refs_record([ref(2, 2, 300)])),
            ((KEY + "p1").encode(), key_meta(300, 250)),
-           ((QUERY + "q2").encode(), query_record(1, "SELECT * FROM H")),
-           ((QUERY + "q1").encode(), None)]
+           (queries_key(1), queries_record({"q2": (2, "SELECT * FROM H", False)})),
+           (queries_key(0), queries_record({"q3": (1, "SELECT * FROM T", False)}))]
 
 
 def after_batch_1() -> dict[bytes, bytes]:
@@ -62,7 +64,7 @@ def test_a_marked_batch_restores_as_written() -> None:
     restored = restore(P, data)
     assert restored.mark == Mark(1, {"B": 3})
     assert restored.state.keys == {"p1": (300, 250)}
-    assert set(restored.state.queries) == {"q2"}
+    assert set(restored.state.queries) == {"q2", "q3"}
     assert {k: len(v) for k, v in restored.state.refs.items()} == {refs_key(0): 2, refs_key(1): 1}
     assert restored.repairs == []
 
@@ -76,7 +78,7 @@ def test_an_unmarked_batch_restores_as_the_last_mark(cut: int) -> None:
     restored = restore(P, data)
     assert restored.mark == Mark(0, {"B": 2})
     assert restored.state.keys == {"p1": (200, 100)}
-    assert set(restored.state.queries) == {"q1"}
+    assert set(restored.state.queries) == {"q1", "q3"}
     assert list(restored.state.refs) == [refs_key(0)]
     apply(data, restored.repairs)
     again = restore(P, data)

@@ -152,20 +152,6 @@ def test_refs_record_is_what_json_dumps_wrote_and_reads_back(refs: list[held_sta
         (topic, *written) for topic, written_in in by_topic.items() for written in written_in]
 
 
-@settings(max_examples=300, deadline=None)
-@given(INTS.filter(lambda n: n >= 0), KEYS, st.booleans())
-def test_a_query_record_is_what_json_dumps_wrote_and_restores(seq: int, text: str,
-                                                               own_topic: bool) -> None:
-    """`query_record` builds its JSON as text: byte for byte what `json.dumps` wrote
-    before, and a restore reads the query back from it."""
-    value = held_state.query_record(seq, text, own_topic)
-    assert value == json.dumps({"seq": seq, "text": text, "own_topic": own_topic},
-                               separators=(",", ":")).encode()
-    state = TaskState()
-    state.apply(f"{held_state.QUERY}q".encode(), value, [])
-    assert state.queries == {"q": (seq, text, own_topic)}
-
-
 OPS = st.lists(st.tuples(st.sampled_from(["add", "add", "add", "floor", "round", "restart"]),
                          st.integers(0, 2), st.integers(0, 20)), min_size=20, max_size=150)
 """(what, key, amount): take an event of key k{key} at `amount` above its floor, raise

@@ -1,7 +1,7 @@
 """A task's state in a Faust Table: the WES/JES state of each partition's operator.
 
 The records are the worker's state records (`juggler.runtime.held_state`: `r/` the held
-events of a round, `k/` a key's `maxts` and `floor`, `q/` a registered query, `h` the
+events of a round, `k/` a key's `maxts` and `floor`, `Q/` registered queries, `h` the
 horizon), kept in one changelog-backed Table under `<partition>/<state key>`, written to
 changelog partition p and restored by Faust's own recovery when p is assigned. Like the
 worker's state topic, a held event is a reference to its stream record, read back at
@@ -58,9 +58,10 @@ def table_key(partition: int, state_key: bytes) -> bytes:
 
 def envelope(batch: int, value: bytes, previous: bytes | None) -> bytes:
     """A table value: a JSON line with the batch and the replaced value, then `value`.
-    What it adds stays within the producer's limit: `k/`, `q/` and `h` records are
-    small (a query's text is at most 20,000 characters), and an `r/` record, sized to
-    the limit less `RECORD_OVERHEAD_BYTES`, carries no previous value."""
+    What it adds stays within the producer's limit: `k/` and `h` records are small, a
+    `Q/` record is at most a quarter of the limit (`QueryRecords.max_bytes`), and an
+    `r/` record, sized to the limit less `RECORD_OVERHEAD_BYTES`, carries no previous
+    value."""
     header = {"b": batch, "prev": None if previous is None else previous.decode("utf-8")}
     return json.dumps(header, separators=(",", ":")).encode() + b"\n" + value
 

@@ -14,8 +14,10 @@ offsets exactly. A round writes only what it changed:
 - `k/<entity key>`: the key's `maxts` and `floor` (JSON), after each batch touching it.
   An event of an `r/` record is still held exactly when its `ts` is not below its key's
   floor (the floor is what releases it), so releasing an event writes nothing.
-- `q/<query id>`: a query registered in p's task (JSON: registration sequence, text,
-  whether it has its own results topic); a tombstone at deregistration.
+- `Q/<n>`: queries registered in p's task, up to a hundred a record (JSON: per query
+  id its registration sequence, text, and whether it has its own results topic;
+  `query_records`); rewritten without a query at its deregistration, a tombstone once
+  it holds none. Earlier versions wrote `q/<query id>` per query, still read.
 - `h`: the task's horizon H, which a deregistration must not shrink.
 
 Why a record per round rather than per event: a record and a tombstone per held event
@@ -44,12 +46,13 @@ from itertools import chain
 from typing import Any
 
 from juggler.codec.bounded import RECORD_OVERHEAD_BYTES
+from juggler.runtime.query_records import (LEGACY, QUERIES, StoredQuery, legacy_query_of,
+                                           queries_of)
 
 EVENT = "e/"
 """An earlier version's reference to one held event (read, never written)."""
 REFS = "r/"
 KEY = "k/"
-QUERY = "q/"
 HORIZON = "h"
 ENTITY_HEADER = "key"
 SEQ_HEADER = "seq"
@@ -112,20 +115,10 @@ def _refs_of(value: bytes) -> list[Ref]:
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 """`json.dumps(o, separators=(",", ":"))`, its encoder built once (see `_QUOTE`)."""
-_ASCII = json.JSONEncoder().encode
-"""A str as JSON, exactly what `json.dumps(text)` returns (see `_QUOTE`)."""
 
 
 def key_meta(maxts: int | None, floor: int | None) -> bytes:
     return _COMPACT({"maxts": maxts, "floor": floor}).encode()
-
-
-def query_record(seq: int, text: str, own_topic: bool = False) -> bytes:
-    """Byte for byte `json.dumps({"seq": seq, "text": text, "own_topic": own_topic},
-    separators=(",", ":"))`, built as text: every partition writes one per registered
-    query, so a burst of registrations writes them by the hundred thousand."""
-    return ('{"seq":%d,"text":%s,"own_topic":%s}'
-            % (seq, _ASCII(text), "true" if own_topic else "false")).encode()
 
 
 def horizon_record(horizon: int) -> bytes:
@@ -270,18 +263,22 @@ Held = list[tuple[bytes, int, list[StoredEvent]]]
 class TaskState:
     """Task p's state as read back from its partition of the state topic."""
 
-    queries: dict[str, tuple[int, str, bool]] = field(default_factory=dict)
+    queries: dict[str, StoredQuery] = field(default_factory=dict)
     """Query id -> (registration sequence, text, own results topic)."""
+    query_records: dict[int, list[str]] = field(default_factory=dict)
+    """`Q/` record number -> the ids of the queries it holds."""
+    legacy: set[str] = field(default_factory=set)
+    """The ids of queries held by an earlier version's `q/` record."""
     horizon: int = 0
     keys: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     refs: dict[bytes, list[Ref]] = field(default_factory=dict)
     """`r/` records: every reference written in each, held or not."""
     events: dict[bytes, StoredEvent] = field(default_factory=dict)
     """An earlier version's `e/` records, each one held event."""
-    read: dict[bytes, tuple[int, str, bool]] = field(default_factory=dict, repr=False)
-    """Query record values already decoded, by value: a restore gives its tasks' states
-    one dict, since every partition holds the same queries (each record decoded once,
-    not once per partition, and one text object for all of them)."""
+    read: dict[bytes, dict[str, StoredQuery]] = field(default_factory=dict, repr=False)
+    """`Q/` record values already decoded, by value: a restore gives its tasks' states
+    one dict, since partitions that applied the same commands in the same rounds wrote
+    the same records (each decoded once, and one text object for all of them)."""
 
     def apply(self, key: bytes | None, value: bytes | None,
               headers: Iterable[tuple[str, Any]] | None) -> None:
@@ -320,17 +317,24 @@ class TaskState:
             else:
                 meta = json.loads(value)
                 self.keys[entity] = (meta["maxts"], meta["floor"])
-        elif text.startswith(QUERY):
-            qid = text[len(QUERY):]
+        elif text.startswith(QUERIES):
+            number = int(text[len(QUERIES):])
+            queries = None if value is None else self.read.get(value)
+            if value is not None and queries is None:
+                queries = self.read[value] = queries_of(value)
+            for qid in self.query_records.pop(number, ()):
+                self.queries.pop(qid, None)
+            if queries:
+                self.queries.update(queries)
+                self.query_records[number] = list(queries)
+        elif text.startswith(LEGACY):
+            qid = text[len(LEGACY):]
             if value is None:
                 self.queries.pop(qid, None)
+                self.legacy.discard(qid)
             else:
-                query = self.read.get(value)
-                if query is None:
-                    record = json.loads(value)
-                    query = self.read[value] = (record["seq"], record["text"],
-                                                bool(record.get("own_topic", False)))
-                self.queries[qid] = query
+                self.queries[qid] = legacy_query_of(value)
+                self.legacy.add(qid)
         elif text == HORIZON and value is not None:
             self.horizon = int(json.loads(value)["horizon"])
 

@@ -29,6 +29,7 @@ from juggler.kafka.offsets import TP, log_ends
 from juggler.runtime.accepted_read import accepted_read
 from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.held_state import TaskState, originals
+from juggler.runtime.query_records import StoredQuery
 from juggler.runtime.job import TaskContext
 from juggler.runtime.readback import Reader, read_originals, read_partitions
 from juggler.runtime.task import PartitionTask, RestoredQueries, restored_queries
@@ -124,7 +125,7 @@ def _assigned(worker: RestoreContext, fresh: list[PartitionTask], control: Contr
 
 def _read_states(worker: RestoreContext, rebuild: list[PartitionTask]) -> dict[int, TaskState]:
     """The state partitions of the tasks to rebuild, read together by one consumer."""
-    read: dict[bytes, tuple[int, str, bool]] = {}
+    read: dict[bytes, dict[str, StoredQuery]] = {}
     states = {task.partition: TaskState(read=read) for task in rebuild}
     for (_, partition), key, value, headers in read_partitions(
             worker, [(worker.names.state, p) for p in states]):
@@ -141,7 +142,7 @@ def _restore_tasks(worker: RestoreContext, rebuild: list[PartitionTask],
     inputs_held = {tp: offsets for p, events in held.items()
                    for tp, offsets in originals(events, p).items() if tp[0] in streams}
     values = read_originals(worker, inputs_held)
-    compiled: list[tuple[dict[str, tuple[int, str, bool]], RestoredQueries]] = []
+    compiled: list[tuple[dict[str, StoredQuery], RestoredQueries]] = []
     missing = 0
     for task in rebuild:
         state = states[task.partition]

@@ -28,6 +28,7 @@ from juggler.language.model import Query
 from juggler.runtime import held_state
 from juggler.runtime.arrival import Barrier, Pending, Take, Wait
 from juggler.runtime.job import TaskContext
+from juggler.runtime.query_records import QueryRecords, StoredQuery
 from juggler.runtime.transactions import Outbox
 from juggler.wire.commands import (LIVE, Command, CommandStatus, DeregisterCommand,
                                    RegisterCommand, barrier_of, control_offset_of)
@@ -88,6 +89,7 @@ class PartitionTask:
         self.query_seq = 0
         self.seq = 0
         self.held_refs = held_state.HeldRefs(worker.max_record_bytes)
+        self.query_records = QueryRecords(worker.max_record_bytes)
         self.topic_of = {s: worker.names.stream(s) for s in self.streams}
         self.live: tuple[Command, Record] | None = None
         """The last command this round applied and its fanout record, for the round's
@@ -199,6 +201,8 @@ class PartitionTask:
             outbox.send(w.names.status, command.id.encode(),
                         live.encode(w.codec, topic=w.names.status))
             self.live = None
+        for key, value in self.query_records.flush(self.texts, self.own_topic):
+            outbox.put(state, key, value, self.partition)
         gone, written = self.held_refs.flush()
         for key in gone:
             outbox.put(state, key, None, self.partition)
@@ -355,9 +359,7 @@ class PartitionTask:
             self.texts[qid] = command.text
             if len(self._registering) * COPY_SHARE >= len(self.texts):
                 self._register_pending()
-            outbox.put(state, (held_state.QUERY + qid).encode(),
-                       held_state.query_record(self.query_seq, command.text,
-                                               qid in self.own_topic), self.partition)
+            self.query_records.add(qid, self.query_seq)
             if query.window > horizon:  # a registration widens the horizon to its window
                 outbox.put(state, held_state.HORIZON.encode(),
                            held_state.horizon_record(query.window), self.partition)
@@ -370,7 +372,7 @@ class PartitionTask:
             self.engine.deregister(qid)
             del self.texts[qid]
             self.own_topic.discard(qid)
-            outbox.put(state, (held_state.QUERY + qid).encode(), None, self.partition)
+            self.query_records.remove(qid)
             log.debug("partition %d: deregistered %r", self.partition, qid)
         self.live = command, record
 
@@ -446,6 +448,8 @@ class PartitionTask:
         self.engine.register_many(queries.compiled)
         self.engine.horizon = max(self.engine.horizon, state.horizon)
         self.query_seq = state.next_query_seq()
+        self.query_records.restored(state.query_records, state.legacy, state.queries,
+                                    self.texts)
 
 
 class RestoredQueries(NamedTuple):
@@ -459,7 +463,7 @@ class RestoredQueries(NamedTuple):
     """The ids of those publishing to a results topic of their own."""
 
 
-def restored_queries(worker: TaskContext, queries: dict[str, tuple[int, str, bool]]
+def restored_queries(worker: TaskContext, queries: dict[str, StoredQuery]
                      ) -> RestoredQueries:
     """`queries` (a `TaskState.queries`) compiled, in registration order. A restore
     makes one for each distinct set its partitions hold (every partition holds every
