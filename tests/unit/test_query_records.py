@@ -176,3 +176,19 @@ def test_a_query_record_the_worker_did_not_write_is_skipped(value: bytes) -> Non
     state.apply(queries_key(0), queries_record({"q0": (0, "SELECT * FROM B", False)}), [])
     state.apply(queries_key(1), value, [])
     assert state.queries == {"q0": (0, "SELECT * FROM B", False)}
+
+
+TEXTS = st.one_of(st.text(), st.text("\"\\\x00\x08\n\t\x1f\x7f\u2028é€😀 Q/", max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(TEXTS, st.tuples(st.integers(0, 2**63), TEXTS, st.booleans()),
+                       max_size=5))
+def test_a_query_record_is_what_json_dumps_writes_and_reads_back(
+        queries: dict[str, tuple[int, str, bool]]) -> None:
+    """`queries_record` builds its JSON as text: byte for byte what `json.dumps` writes,
+    and `queries_of` gives the queries back in order."""
+    value = queries_record(queries)
+    assert value == json.dumps({"queries": {q: list(v) for q, v in queries.items()}},
+                               separators=(",", ":")).encode()
+    assert list(queries_of(value).items()) == list(queries.items())
