@@ -42,5 +42,9 @@ class BoundedCache(Generic[K, V]):
             self._entries.popitem(last=False)
         return value
 
+    def pop(self, key: K) -> None:
+        """Forget `key`, if it is kept."""
+        self._entries.pop(key, None)
+
     def __contains__(self, key: object) -> bool:
         return key in self._entries

@@ -34,6 +34,8 @@ class Context:
         self._fanout: BoundedCache = BoundedCache(FANOUT_CACHE)
         self.names = TopicNames()
         self.partitions = 2
+        self.tasks = dict.fromkeys(range(self.partitions))
+        """This process holds every partition's task."""
         self.metrics = SimpleNamespace(commands=Counter("c", "c", ["action", "status"],
                                                         registry=CollectorRegistry()))
 

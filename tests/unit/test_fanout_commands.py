@@ -46,6 +46,7 @@ class BrokerlessJob(Job):
         self._compiled = BoundedCache(COMPILED_CACHE)
         self._fanout = BoundedCache(FANOUT_CACHE)
         self.registries = SharedRegistries()
+        self.tasks = {}
 
     def own_results_topic(self, query_id: str) -> None:
         pass
@@ -54,6 +55,7 @@ class BrokerlessJob(Job):
 def restored(job: BrokerlessJob) -> list[PartitionTask]:
     """One task per partition, as a restore leaves them on empty stream topics."""
     tasks = [PartitionTask(job, p) for p in range(PARTITIONS)]
+    job.tasks = dict(enumerate(tasks))
     for task in tasks:
         task.restored = True
         for inp in task.order.inputs.values():
@@ -101,6 +103,21 @@ def test_a_command_applied_by_every_partition_runs_in_every_partition() -> None:
     assert [matches(task, 130.0, 3000) for task in tasks] == [["slow"]] * PARTITIONS
     assert [matches(task, 160.0, 4000) for task in tasks] == [["fast", "slow"]] * PARTITIONS
     assert [task.texts["fast"] for task in tasks] == [rule.format(150)] * PARTITIONS
+
+
+def test_a_copy_is_kept_decoded_only_until_every_task_of_the_process_read_it() -> None:
+    """A burst of commands leaves no decoded copy behind: memory does not grow with
+    the commands a worker has applied."""
+    job = BrokerlessJob()
+    tasks = restored(job)
+    commands = [RegisterCommand(f"r{i}", f"SELECT * FROM H WHERE H.beatrate > {i}")
+                for i in range(5)]
+    values = [job.fanout_value(command) for command in commands]  # the control task's
+    assert all(value in job._fanout for value in values)
+    for offset, value in enumerate(values):
+        apply(job, tasks, value, offset)
+    assert [sorted(task.texts) for task in tasks] == [[f"r{i}" for i in range(5)]] * PARTITIONS
+    assert not any(value in job._fanout for value in values)
 
 
 def test_a_value_that_is_no_command_is_dead_lettered_by_every_partition() -> None:

@@ -15,6 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka.admin import AdminClient
@@ -53,10 +54,20 @@ partition task then asks for the same queries in the same order, so a cache smal
 than the burst dropped each one before the tasks came to it (100,000 rules were
 compiled five times over with 4 partitions). A registered query's object is the
 engines' own, so the cache costs only the dict's entries for those."""
-FANOUT_CACHE = 16_384
-"""Decoded fanout commands kept per process (least recently used dropped first): enough for the
-copies of a burst that the partitions' tasks apply a few rounds apart; a copy applied
-later is decoded again."""
+FANOUT_CACHE = 262_144
+"""Decoded fanout commands kept per process, each until every task of the process has
+read its copy (`Job.fanout_command`), and at most this many (least recently used dropped
+first, decoded again when read): in a burst of registrations the partitions' tasks fall
+tens of thousands of commands behind the control task, and at 16,384 a twentieth of the
+burst went to decoding copies again."""
+
+
+@dataclass(slots=True)
+class _Decoded:
+    """A fanout copy's command, and how many of the process's tasks have still to read it."""
+
+    command: Command
+    readers: int
 
 
 class TaskContext(Protocol):
@@ -126,7 +137,7 @@ class Job:
         self._result_headers: dict[str, bytes] = {}
         self._compiler = QueryCompiler(self.catalog)
         self._compiled: BoundedCache[tuple[str, str], Query] = BoundedCache(COMPILED_CACHE)
-        self._fanout: BoundedCache[bytes | None, Command] = BoundedCache(FANOUT_CACHE)
+        self._fanout: BoundedCache[bytes | None, _Decoded] = BoundedCache(FANOUT_CACHE)
         self.registries: SharedRegistries[NativeEngine] = SharedRegistries()
         """The tasks' engines, which copy each other's registries (`shared_registry`)."""
 
@@ -176,11 +187,18 @@ class Job:
     def fanout_command(self, value: bytes | None) -> Command:
         """A fanout record's command, decoded once per process: every partition's copy
         of an accepted command has the same value, so a burst of commands is decoded
-        once, not once per partition. Raises `CodecError`."""
-        command = self._fanout.get(value)
-        if command is None:
-            command = self._fanout.put(value, decode_command(self.codec, value, trusted=True))
-        return command
+        once, not once per partition, and kept until each of the process's tasks has
+        read it. Raises `CodecError`."""
+        entry = self._fanout.get(value)
+        if entry is None:
+            command = decode_command(self.codec, value, trusted=True)
+            if len(self.tasks) > 1:
+                self._fanout.put(value, _Decoded(command, len(self.tasks) - 1))
+            return command
+        entry.readers -= 1
+        if entry.readers <= 0:
+            self._fanout.pop(value)
+        return entry.command
 
     def fanout_value(self, command: Command) -> bytes:
         """An accepted command's fanout copy, remembered as decoded: the control task
@@ -188,7 +206,8 @@ class Job:
         without decoding it again (a decode per command was a twentieth of a burst of
         registrations)."""
         value = encode_command(self.codec, command, topic=self.names.fanout, trusted=True)
-        self._fanout.put(value, command)
+        if self.tasks:
+            self._fanout.put(value, _Decoded(command, len(self.tasks)))
         return value
 
     def ensure_results_topic(self, query_id: str) -> None:
