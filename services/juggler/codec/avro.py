@@ -36,7 +36,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -50,6 +50,7 @@ from juggler.codec import framing
 from juggler.codec.jsonl import (IDENTIFIER, InputError, StreamSchema, check_column_name,
                                  decode_json, quote_names, show_json)
 from juggler.codec.registry import RegistryClient, RegistryError, UnknownSchemaId
+from juggler.codec.control_bodies import command_body, read_command, read_status, status_body
 from juggler.codec.result_body import Unwritable, result_body
 from juggler.engine.events import Event, Position, Result
 from juggler.wire import names
@@ -77,6 +78,14 @@ STREAM_NAMESPACE = "juggler.stream"
 
 _SERVICE_TOPICS = {COMMAND: names.CONTROL, COMMAND_STATUS: names.CONTROL_STATUS,
                    DEAD_LETTER: names.DEADLETTER}
+_TRUSTED_WRITERS: dict[str, Callable[[Mapping[str, Any]], bytes]] = {
+    RESULT: result_body, COMMAND: command_body, COMMAND_STATUS: status_body}
+"""Schema-specific writers for the service's own records (`Codec.encode`'s `trusted`):
+each raises for a record it does not expect, which fastavro then writes."""
+_READERS: dict[str, Callable[[bytes, int], dict[str, Any] | None]] = {
+    COMMAND: read_command, COMMAND_STATUS: read_status}
+"""Schema-specific readers for bodies in their writer's one form; None for any other,
+which fastavro then reads or refuses (`control_bodies`)."""
 
 SCHEMAS_ENV = "JUGGLER_SCHEMAS"
 REGISTRY_ENV = "JUGGLER_SCHEMA_REGISTRY_URL"
@@ -452,9 +461,10 @@ class Codec:
         # JSON-dumps the datum into) an error for every union branch it tries, which
         # made encoding results' rows most of the worker's time; the message is only
         # worth building for a record that really fails
-        if trusted and schema.full_name == RESULT:
+        writer = _TRUSTED_WRITERS.get(schema.full_name) if trusted else None
+        if writer is not None:
             try:
-                return result_body(record)
+                return writer(record)
             except (Unwritable, KeyError, TypeError, AttributeError):
                 pass  # fastavro writes it, or says what is wrong with it
         if not trusted and not validate(record, schema.parsed, raise_errors=False):
@@ -548,6 +558,11 @@ class Codec:
     def _read(self, schema: _Schema, writer: Any, reader: Any, data: bytes,
               start: int, trusted: bool = False) -> dict[str, Any]:
         name = schema.full_name
+        fast = _READERS.get(name) if reader is None else None
+        if fast is not None:
+            read = fast(data, start)
+            if read is not None:  # a body in the writer's one form: fastavro's record
+                return read
         stream = io.BytesIO(data)
         stream.seek(start)
         try:

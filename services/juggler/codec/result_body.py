@@ -44,19 +44,19 @@ def result_body(record: Mapping[str, Any]) -> bytes:
     out = bytearray()
     _string(record["query"], out)
     _string(record["key"], out)
-    _long(record["ts"], out, LONG_MIN, LONG_MAX)
+    write_long(record["ts"], out, LONG_MIN, LONG_MAX)
     sources = record["sources"]
     if sources:
-        _long(len(sources), out, 0, LONG_MAX)
+        write_long(len(sources), out, 0, LONG_MAX)
         for stream, position in sources.items():
             _string(stream, out)
             _string(position["topic"], out)
-            _long(position["partition"], out, INT_MIN, INT_MAX)
-            _long(position["offset"], out, LONG_MIN, LONG_MAX)
+            write_long(position["partition"], out, INT_MIN, INT_MAX)
+            write_long(position["offset"], out, LONG_MIN, LONG_MAX)
     out.append(0)
     row = record["row"]
     if row:
-        _long(len(row), out, 0, LONG_MAX)
+        write_long(len(row), out, 0, LONG_MAX)
         for column, value in row.items():
             _string(column, out)
             kind = type(value)
@@ -70,7 +70,7 @@ def result_body(record: Mapping[str, Any]) -> bytes:
                 out.append(1 if value else 0)
             elif kind is int:
                 out.append(4)
-                _long(value, out, LONG_MIN, LONG_MAX)
+                write_long(value, out, LONG_MIN, LONG_MAX)
             elif kind is str:
                 out.append(8)
                 _string(value, out)
@@ -80,7 +80,7 @@ def result_body(record: Mapping[str, Any]) -> bytes:
     return bytes(out)
 
 
-def _long(n: Any, out: bytearray, low: int, high: int) -> None:
+def write_long(n: Any, out: bytearray, low: int, high: int) -> None:
     """Zigzag varint, as Avro writes int and long."""
     if type(n) is not int or not low <= n <= high:
         raise Unwritable(f"{n!r} is not an Avro number in [{low}, {high}]")
@@ -101,7 +101,7 @@ def _string(text: Any, out: bytearray) -> None:
         except UnicodeEncodeError:
             raise Unwritable("a string that is not UTF-8") from None
         head = bytearray()
-        _long(len(raw), head, 0, LONG_MAX)
+        write_long(len(raw), head, 0, LONG_MAX)
         encoded = bytes(head) + raw
         if len(_strings) < STRING_CACHE:
             _strings[text] = encoded
