@@ -30,9 +30,8 @@ hundredth of the records it did."""
 StoredQuery = tuple[int, str, bool]
 """A query as its record holds it: (registration sequence, text, own results topic)."""
 
-_QUOTE = json.JSONEncoder().encode
-"""A str as JSON, exactly what `json.dumps(text)` returns, without building an encoder
-per call as `json.dumps` does for non-default options."""
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+"""`json.dumps(o, separators=(",", ":"))`, its encoder built once."""
 
 
 def queries_key(number: int) -> bytes:
@@ -40,13 +39,8 @@ def queries_key(number: int) -> bytes:
 
 
 def queries_record(queries: Mapping[str, StoredQuery]) -> bytes:
-    """`{"queries": {<id>: [seq, text, own_topic], ...}}`, in registration order: byte
-    for byte what `json.dumps` with `separators=(",", ":")` writes, built as text, since
-    encoding them through `json` was a twentieth of a burst of registrations."""
-    quote = _QUOTE
-    return ('{"queries":{%s}}' % ",".join([
-        '%s:[%d,%s,%s]' % (quote(qid), seq, quote(text), "true" if own else "false")
-        for qid, (seq, text, own) in queries.items()])).encode()
+    """`{"queries": {<id>: [seq, text, own_topic], ...}}`, in registration order."""
+    return _ENCODE({"queries": queries}).encode()
 
 
 def queries_of(value: bytes) -> dict[str, StoredQuery]:
