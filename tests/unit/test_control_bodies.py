@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec, CodecError
+from juggler.codec.result_body import Unwritable
 from juggler.codec.control_bodies import (ACTIONS, STATUSES, command_body, read_command,
                                           read_status, status_body)
 
@@ -90,3 +91,26 @@ def test_a_malformed_command_is_refused_with_the_codecs_reason(body: bytes) -> N
                                                    "own_topic": False}))]
     with pytest.raises(CodecError):
         CODEC.decode(COMMAND, header + body)
+
+
+ANY = st.one_of(st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(),
+                st.text(max_size=3), st.sampled_from([*ACTIONS, *STATUSES]), st.binary(max_size=2))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(COMMANDS, STATUS_RECORDS).flatmap(lambda record: st.tuples(
+    st.just(record), st.sampled_from(sorted(record)), ANY)))
+def test_a_record_is_written_only_if_fastavros_validator_passes_it(
+        case: tuple[dict, str, object]) -> None:
+    """A field set to any value: the writer writes the record only when it is valid,
+    with fastavro's bytes, so writing it needs no validation before."""
+    record, field, value = case
+    record = {**record, field: value}
+    name, writer = (COMMAND, command_body) if "history" in record else \
+        (COMMAND_STATUS, status_body)
+    try:
+        body = writer(record)
+    except (Unwritable, KeyError):
+        return
+    assert fastavro.validate(record, CODEC._get(name).parsed, raise_errors=False)
+    assert body == fastavro_body(name, record)

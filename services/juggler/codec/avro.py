@@ -78,10 +78,14 @@ STREAM_NAMESPACE = "juggler.stream"
 
 _SERVICE_TOPICS = {COMMAND: names.CONTROL, COMMAND_STATUS: names.CONTROL_STATUS,
                    DEAD_LETTER: names.DEADLETTER}
-_TRUSTED_WRITERS: dict[str, Callable[[Mapping[str, Any]], bytes]] = {
-    RESULT: result_body, COMMAND: command_body, COMMAND_STATUS: status_body}
-"""Schema-specific writers for the service's own records (`Codec.encode`'s `trusted`):
-each raises for a record it does not expect, which fastavro then writes."""
+_CHECKING_WRITERS: dict[str, Callable[[Mapping[str, Any]], bytes]] = {
+    COMMAND: command_body, COMMAND_STATUS: status_body}
+"""Schema-specific writers that check every field as fastavro's validator would
+(`control_bodies`), for any record: each raises for a record it does not expect, which
+fastavro then validates and writes or refuses."""
+_TRUSTED_WRITERS: dict[str, Callable[[Mapping[str, Any]], bytes]] = {RESULT: result_body}
+"""The same for records the service built (`Codec.encode`'s `trusted`), which are not
+checked field by field."""
 _READERS: dict[str, Callable[[bytes, int], dict[str, Any] | None]] = {
     COMMAND: read_command, COMMAND_STATUS: read_status}
 """Schema-specific readers for bodies in their writer's one form; None for any other,
@@ -461,7 +465,8 @@ class Codec:
         # JSON-dumps the datum into) an error for every union branch it tries, which
         # made encoding results' rows most of the worker's time; the message is only
         # worth building for a record that really fails
-        writer = _TRUSTED_WRITERS.get(schema.full_name) if trusted else None
+        writer = _CHECKING_WRITERS.get(schema.full_name) or (
+            _TRUSTED_WRITERS.get(schema.full_name) if trusted else None)
         if writer is not None:
             try:
                 return writer(record)

@@ -10,7 +10,9 @@ burst (docs/benchmarks.md, "Registration"). These know the two schemas
 operations per field.
 
 Both sides leave everything unusual to fastavro, which writes it or says what is wrong:
-a writer raises `Unwritable` for a record it does not expect, and a reader gives None
+a writer raises `Unwritable` (or `KeyError`) for a record that is not exactly what the
+schema holds, field by field as fastavro's validator checks it, so a record it writes
+needs no validation (a client's commands are written so too); and a reader gives None
 for a body that is not in the one form the writer writes (a number not minimally
 encoded, an index out of range, bytes left over, a string that is not UTF-8). So a body
 read here is exactly what fastavro would read, and passed the minimal check.
