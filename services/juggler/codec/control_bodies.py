@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from juggler.codec.result_body import (INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, Unwritable,
-                                       write_long)
+                                       write_long, write_string)
 
 ACTIONS = ("REGISTER", "DEREGISTER")
 STATUSES = ("ACCEPTED", "REJECTED", "LIVE")
@@ -40,13 +40,13 @@ class _NotCanonical(Exception):
 def command_body(record: Mapping[str, Any]) -> bytes:
     out = bytearray()
     out.append(_ACTION_INDEX[record["action"]] << 1)
-    _text(record["id"], out)
+    write_string(record["id"], out)
     text = record["text"]
     if text is None:
         out.append(0)
     else:
         out.append(2)
-        _text(text, out)
+        write_string(text, out)
     out.append(_boolean(record["history"]))
     out.append(_boolean(record["own_topic"]))
     return bytes(out)
@@ -54,10 +54,10 @@ def command_body(record: Mapping[str, Any]) -> bytes:
 
 def status_body(record: Mapping[str, Any]) -> bytes:
     out = bytearray()
-    _text(record["id"], out)
+    write_string(record["id"], out)
     out.append(_ACTION_INDEX[record["action"]] << 1)
     out.append(_STATUS_INDEX[record["status"]] << 1)
-    _text(record["message"], out)
+    write_string(record["message"], out)
     write_long(record["command_offset"], out, LONG_MIN, LONG_MAX)
     write_long(record["partition"], out, INT_MIN, INT_MAX)
     write_long(record["partitions"], out, INT_MIN, INT_MAX)
@@ -107,19 +107,6 @@ def _boolean(value: Any) -> int:
     if type(value) is not bool:
         raise Unwritable(f"{value!r} is not a boolean")
     return 1 if value else 0
-
-
-def _text(text: Any, out: bytearray) -> None:
-    """A string, not cached as `result_body` caches its strings: a command's id and
-    text are seen once each."""
-    if type(text) is not str:
-        raise Unwritable(f"{text!r} is not a string")
-    try:
-        raw = text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise Unwritable("a string that is not UTF-8") from None
-    write_long(len(raw), out, 0, LONG_MAX)
-    out += raw
 
 
 def _read_long(data: bytes, pos: int, low: int, high: int) -> tuple[int, int]:

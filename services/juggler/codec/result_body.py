@@ -91,18 +91,24 @@ def write_long(n: Any, out: bytearray, low: int, high: int) -> None:
     out.append(n)
 
 
+def write_string(text: Any, out: bytearray) -> None:
+    """An Avro string: its UTF-8 length, then its bytes."""
+    if type(text) is not str:
+        raise Unwritable(f"{text!r} is not a string")
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Unwritable("a string that is not UTF-8") from None
+    write_long(len(raw), out, 0, LONG_MAX)
+    out += raw
+
+
 def _string(text: Any, out: bytearray) -> None:
     encoded = _strings.get(text) if type(text) is str else None
     if encoded is None:
-        if type(text) is not str:
-            raise Unwritable(f"{text!r} is not a string")
-        try:
-            raw = text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise Unwritable("a string that is not UTF-8") from None
         head = bytearray()
-        write_long(len(raw), head, 0, LONG_MAX)
-        encoded = bytes(head) + raw
+        write_string(text, head)
+        encoded = bytes(head)
         if len(_strings) < STRING_CACHE:
             _strings[text] = encoded
     out += encoded
