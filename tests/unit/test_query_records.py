@@ -192,3 +192,24 @@ def test_a_query_record_is_what_json_dumps_writes_and_reads_back(
     assert value == json.dumps({"queries": {q: list(v) for q, v in queries.items()}},
                                separators=(",", ":")).encode()
     assert list(queries_of(value).items()) == list(queries.items())
+
+
+def test_a_restored_query_that_no_longer_compiles_is_kept_until_deregistered() -> None:
+    """Left out of the engine at a restore, it stays in the state as it was when its
+    record is rewritten, and leaves it at its deregistration."""
+    task = Task()
+    for n in range(3):
+        task.register(f"q{n}", f"SELECT * FROM B WHERE B.temp > {n}", n == 1)
+    task.round()
+    state = folded(task.log)
+    again = Task()
+    again.log = list(task.log)
+    again.texts = {"q0": state.queries["q0"][1], "q2": state.queries["q2"][1]}  # q1 left out
+    again.records.restored(state.query_records, state.legacy, state.queries, again.texts)
+    again.deregister("q0")
+    again.round()
+    assert folded(again.log).queries == {"q1": (1, "SELECT * FROM B WHERE B.temp > 1", True),
+                                         "q2": (2, "SELECT * FROM B WHERE B.temp > 2", False)}
+    again.records.remove("q1")  # what the task does at q1's DEREGISTER
+    again.round()
+    assert folded(again.log).queries == {"q2": (2, "SELECT * FROM B WHERE B.temp > 2", False)}

@@ -95,8 +95,12 @@ class QueryRecords:
         self.fresh[qid] = seq
 
     def remove(self, qid: str) -> None:
+        """`qid` deregistered: registered by the task, or restored and left out of its
+        engine (`uncompiled`), which must leave the state all the same, or a fixed
+        schema would bring it back at a later restart."""
         if self.fresh.pop(qid, None) is not None:
             return
+        self.uncompiled.pop(qid, None)
         number = self.home.pop(qid, None)
         if number is not None:
             del self.records[number][qid]

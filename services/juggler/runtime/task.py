@@ -374,6 +374,8 @@ class PartitionTask:
             self.own_topic.discard(qid)
             self.query_records.remove(qid)
             log.debug("partition %d: deregistered %r", self.partition, qid)
+        elif isinstance(command, DeregisterCommand):  # restored, no longer compiles
+            self.query_records.remove(qid)
         self.live = command, record
 
     def _horizon(self) -> int:
