@@ -236,9 +236,28 @@ def conform(schemas: Schemas, path: Path, line: int, record: EventRecord) -> dic
         raise BadInput(path, line, str(exc)) from None
 
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-"""One encoder for every line: `json.dumps` with arguments builds a new one per call,
-a cost per result that eval and the Spark backfill's engines pay a result at a time."""
+def _line_encoder() -> Callable[[Any], str]:
+    """What `json.dumps(obj, separators=(",", ":"), ensure_ascii=False,
+    allow_nan=False)` writes, with its C encoder made once. `json.dumps` with arguments
+    builds a new `JSONEncoder` per call, and even one kept builds its C encoder (and a
+    dict to check for cycles, which a result never has) at every `encode`: a fifth of a
+    line's cost, paid per result by eval and by the Spark backfill's engines. Where
+    CPython's `c_make_encoder` is not there or takes other arguments, the kept
+    encoder's `encode`."""
+    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        iterencode = make(None, encoder.default, json.encoder.encode_basestring, None,
+                          ":", ",", False, False, False) if make is not None else None
+    except TypeError:
+        iterencode = None
+    if iterencode is None:
+        return encoder.encode
+    join = "".join
+    return lambda obj: join(iterencode(obj, 0))
+
+
+_ENCODE = _line_encoder()
 
 
 def jsonl_line(obj: dict[str, Any]) -> str:

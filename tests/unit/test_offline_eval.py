@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from juggler import __version__
 from juggler.cli import main
 from juggler.language.model import ColumnType
+from juggler.offline import jsonl_line
 
 ROOT = Path(__file__).resolve().parents[2]
 ICU = ROOT / "examples" / "icu"
@@ -382,3 +385,24 @@ def test_stand_in_columns_take_the_type_their_use_implies():
     assert unknown_streams("q", "SELECT * FROM BH MaxWindow 1s", catalog) == {}
     assert unknown_streams("q", "SELECT * FROM B", catalog) == {}
     assert unknown_streams("q", "SELECT FROM", catalog) == {}
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(), lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=6))
+def test_a_results_line_is_what_json_dumps_writes(obj: dict) -> None:
+    """eval's lines (and the Spark backfill's) are written by a C encoder made once:
+    byte for byte `json.dumps` with eval's options, non-ASCII text kept as it is."""
+    assert jsonl_line(obj) == json.dumps(obj, separators=(",", ":"), ensure_ascii=False,
+                                         allow_nan=False) + "\n"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_number_is_refused_as_json_dumps_refuses_it(value: float) -> None:
+    with pytest.raises(ValueError):
+        jsonl_line({"row": {"x": value}})
