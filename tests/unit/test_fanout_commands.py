@@ -16,6 +16,7 @@ from juggler.engine.shared_registry import SharedRegistries
 from juggler.wire.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER
 from juggler.language import QueryCompiler
 from juggler.runtime.deadletters import DeadLetters
+from juggler.runtime.held_state import HORIZON
 from juggler.runtime.job import COMPILED_CACHE, FANOUT_CACHE, Job
 from juggler.runtime.loop_clock import LoopClock
 from juggler.runtime.settings import Settings
@@ -118,6 +119,34 @@ def test_a_copy_is_kept_decoded_only_until_every_task_of_the_process_read_it() -
         apply(job, tasks, value, offset)
     assert [sorted(task.texts) for task in tasks] == [[f"r{i}" for i in range(5)]] * PARTITIONS
     assert not any(value in job._fanout for value in values)
+
+
+def horizons(job: BrokerlessJob, outboxes: list[Outbox]) -> list[int | None]:
+    """Each partition's `h` state record written in its round, as the horizon it holds."""
+    out = []
+    for p, outbox in enumerate(outboxes):
+        record = outbox.latest.get((job.names.state, p, HORIZON.encode()))
+        out.append(None if record is None else json.loads(record[1])["horizon"])
+    return out
+
+
+def test_a_registration_that_widens_the_horizon_writes_it_to_the_state() -> None:
+    """The horizon a restart restores (a deregistration must not shrink it) is written
+    by the registration that widens it, and only by one that does."""
+    job = BrokerlessJob()
+    tasks = restored(job)
+    join = "SELECT * FROM B, H WHERE B.temp > H.vib MAXWINDOW {} sec"
+    assert horizons(job, apply(job, tasks, RegisterCommand("rule", "SELECT * FROM H"), 0)) \
+        == [None] * PARTITIONS
+    assert horizons(job, apply(job, tasks, RegisterCommand("five", join.format(5)), 1)) \
+        == [5000] * PARTITIONS
+    assert horizons(job, apply(job, tasks, RegisterCommand("two", join.format(2)), 2)) \
+        == [None] * PARTITIONS
+    apply(job, tasks, DeregisterCommand("five"), 3)
+    assert horizons(job, apply(job, tasks, RegisterCommand("four", join.format(4)), 4)) \
+        == [None] * PARTITIONS
+    assert horizons(job, apply(job, tasks, RegisterCommand("nine", join.format(9)), 5)) \
+        == [9000] * PARTITIONS
 
 
 def test_a_value_that_is_no_command_is_dead_lettered_by_every_partition() -> None:

@@ -337,12 +337,14 @@ class PartitionTask:
             return
         qid = command.id
         self._routes.pop(qid, None)
-        state = w.names.state
         if isinstance(command, RegisterCommand) and command.text is not None \
                 and qid not in self.texts:
-            horizon = self._horizon()
             try:
                 query = w.compiled(qid, command.text)
+                # a registration widens the horizon to its window (the engine's asked
+                # only when the window is wider than those waiting: rarely, in a burst)
+                window = query.window
+                widens = window > self._registering_window and window > self.engine.horizon
                 if command.history:  # its results come now, from what the engine holds now
                     self._register_pending()
                     results = self.engine.register(query, history=True)
@@ -360,11 +362,12 @@ class PartitionTask:
             if len(self._registering) * COPY_SHARE >= len(self.texts):
                 self._register_pending()
             self.query_records.add(qid, self.query_seq)
-            if query.window > horizon:  # a registration widens the horizon to its window
-                outbox.put(state, held_state.HORIZON.encode(),
-                           held_state.horizon_record(query.window), self.partition)
+            if widens:
+                outbox.put(w.names.state, held_state.HORIZON.encode(),
+                           held_state.horizon_record(window), self.partition)
             self.query_seq += 1
-            self._publish(results, outbox, counts)
+            if results:
+                self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
                       len(results))
         elif isinstance(command, DeregisterCommand) and qid in self.texts:
@@ -377,10 +380,6 @@ class PartitionTask:
         elif isinstance(command, DeregisterCommand):  # restored, no longer compiles
             self.query_records.remove(qid)
         self.live = command, record
-
-    def _horizon(self) -> int:
-        """The engine's horizon once the queries waiting in `_registering` are in it."""
-        return max(self.engine.horizon, self._registering_window)
 
     def _register_pending(self) -> None:
         """Put the queries of the REGISTER commands applied since the last call into
