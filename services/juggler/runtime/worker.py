@@ -509,6 +509,7 @@ class JugglerWorker(Job):
         now = time.monotonic()
         groups: dict[tuple[str, int], list[Record]] = {}
         stream_of_topic = self.stream_of_topic
+        fanout = self.names.fanout
         # read untyped: confluent-kafka's stubs make a message's topic, partition,
         # offset and headers optional, which they are only on an error (skipped here),
         # and a check per record would cost the loop for nothing
@@ -532,7 +533,7 @@ class JugglerWorker(Job):
                     groups[(topic, partition)] = [record]
                 else:
                     group.append(record)
-            elif topic == self.names.fanout:
+            elif topic == fanout:
                 task = self.tasks.get(partition)
                 if task is not None:
                     task.add_barrier(record)
