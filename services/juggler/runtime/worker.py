@@ -494,6 +494,9 @@ class JugglerWorker(Job):
                          max((len(t.texts) for t in self.tasks.values()), default=0),
                          sum(sum(t.engine.held_events().values())
                              for t in self.tasks.values()))
+            # the pages see the restored tasks before `/health` says ready, so a client
+            # that waited for it never reads the queries or progress of before
+            self._publish_pages()
         self.ready = self._assigned
         if self.ready and self._fault is not None:
             log.info("resumed from the last committed round, %.0f s after Kafka failed "
