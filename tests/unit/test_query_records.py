@@ -26,7 +26,6 @@ class Task:
         self.records = QueryRecords(limit)
         self.texts: dict[str, str] = {}
         self.own: set[str] = set()
-        self.seq = 0
         self.log: Log = []
 
     def register(self, qid: str, text: str, own: bool) -> None:
@@ -35,8 +34,7 @@ class Task:
         self.texts[qid] = text
         if own:
             self.own.add(qid)
-        self.records.add(qid, self.seq)
-        self.seq += 1
+        self.records.add(qid)
 
     def deregister(self, qid: str) -> None:
         if qid in self.texts:
@@ -72,7 +70,6 @@ def restarted(log: Log) -> Task:
         task.texts[qid] = text
         if own:
             task.own.add(qid)
-    task.seq = state.next_query_seq()
     task.records.restored(state.query_records, state.legacy, state.queries, task.texts)
     return task
 

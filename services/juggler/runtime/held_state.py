@@ -319,9 +319,10 @@ class TaskState:
                 self.keys[entity] = (meta["maxts"], meta["floor"])
         elif text.startswith(QUERIES):
             number = int(text[len(QUERIES):])
-            queries = None if value is None else self.read.get(value)
-            if value is not None and queries is None:
-                queries = self.read[value] = queries_of(value)
+            queries: dict[str, StoredQuery] = {}
+            if value is not None:  # decoded first: a record it refuses changes nothing
+                queries = self.read.get(value) or self.read.setdefault(value,
+                                                                       queries_of(value))
             for qid in self.query_records.pop(number, ()):
                 self.queries.pop(qid, None)
             if queries:
@@ -359,8 +360,6 @@ class TaskState:
                      (ref[2] for refs in self.refs.values() for ref in refs))
         return max(seqs, default=-1) + 1
 
-    def next_query_seq(self) -> int:
-        return max((q[0] for q in self.queries.values()), default=-1) + 1
 
 
 def originals(held: Held, partition: int) -> dict[tuple[str, int], list[int]]:

@@ -30,17 +30,13 @@ hundredth of the records it did."""
 StoredQuery = tuple[int, str, bool]
 """A query as its record holds it: (registration sequence, text, own results topic)."""
 
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
-"""`json.dumps(o, separators=(",", ":"))`, its encoder built once."""
-
-
 def queries_key(number: int) -> bytes:
     return f"{QUERIES}{number}".encode()
 
 
 def queries_record(queries: Mapping[str, StoredQuery]) -> bytes:
     """`{"queries": {<id>: [seq, text, own_topic], ...}}`, in registration order."""
-    return _ENCODE({"queries": queries}).encode()
+    return json.dumps({"queries": queries}, separators=(",", ":")).encode()
 
 
 def queries_of(value: bytes) -> dict[str, StoredQuery]:
@@ -90,9 +86,13 @@ class QueryRecords:
         """Restored queries the task left out (they no longer compile): kept as they
         are when their record is rewritten, as the state kept them."""
         self.next_record = 0
+        self.next_seq = 0
+        """The registration sequence the next query gets."""
 
-    def add(self, qid: str, seq: int) -> None:
-        self.fresh[qid] = seq
+    def add(self, qid: str) -> None:
+        """`qid` registered, after every query registered before it."""
+        self.fresh[qid] = self.next_seq
+        self.next_seq += 1
 
     def remove(self, qid: str) -> None:
         """`qid` deregistered: registered by the task, or restored and left out of its
@@ -162,3 +162,4 @@ class QueryRecords:
         self.legacy.update(legacy)
         self.uncompiled = {qid: query for qid, query in stored.items()
                            if qid not in registered}
+        self.next_seq = max((seq for seq, _, _ in stored.values()), default=-1) + 1

@@ -86,7 +86,6 @@ class PartitionTask:
         headers of its results (shared by all of them: the producer copies headers at
         `produce`), worked out at its first result instead of at every one (about 1.6
         results per event on K). Dropped when the query's topic may change."""
-        self.query_seq = 0
         self.seq = 0
         self.held_refs = held_state.HeldRefs(worker.max_record_bytes)
         self.query_records = QueryRecords(worker.max_record_bytes)
@@ -361,24 +360,22 @@ class PartitionTask:
             self.texts[qid] = command.text
             if len(self._registering) * COPY_SHARE >= len(self.texts):
                 self._register_pending()
-            self.query_records.add(qid, self.query_seq)
+            self.query_records.add(qid)
             if widens:
                 outbox.put(w.names.state, held_state.HORIZON.encode(),
                            held_state.horizon_record(window), self.partition)
-            self.query_seq += 1
             if results:
                 self._publish(results, outbox, counts)
             log.debug("partition %d: registered %r (%d history results)", self.partition, qid,
                       len(results))
-        elif isinstance(command, DeregisterCommand) and qid in self.texts:
-            self._register_pending()
-            self.engine.deregister(qid)
-            del self.texts[qid]
-            self.own_topic.discard(qid)
-            self.query_records.remove(qid)
-            log.debug("partition %d: deregistered %r", self.partition, qid)
-        elif isinstance(command, DeregisterCommand):  # restored, no longer compiles
-            self.query_records.remove(qid)
+        elif isinstance(command, DeregisterCommand):
+            if qid in self.texts:
+                self._register_pending()
+                self.engine.deregister(qid)
+                del self.texts[qid]
+                self.own_topic.discard(qid)
+                log.debug("partition %d: deregistered %r", self.partition, qid)
+            self.query_records.remove(qid)  # a restored one left out of the engine too
         self.live = command, record
 
     def _register_pending(self) -> None:
@@ -448,7 +445,6 @@ class PartitionTask:
         # in registration order, in one batch: the lists are built once, not per query
         self.engine.register_many(queries.compiled)
         self.engine.horizon = max(self.engine.horizon, state.horizon)
-        self.query_seq = state.next_query_seq()
         self.query_records.restored(state.query_records, state.legacy, state.queries,
                                     self.texts)
 
