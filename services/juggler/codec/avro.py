@@ -47,10 +47,10 @@ from fastavro.read import SchemaResolutionError
 from fastavro.validation import ValidationError, validate
 
 from juggler.codec import framing
+from juggler.codec.control_bodies import command_body, read_command, read_status, status_body
 from juggler.codec.jsonl import (IDENTIFIER, InputError, StreamSchema, check_column_name,
                                  decode_json, quote_names, show_json)
 from juggler.codec.registry import RegistryClient, RegistryError, UnknownSchemaId
-from juggler.codec.control_bodies import command_body, read_command, read_status, status_body
 from juggler.codec.result_body import Unwritable, result_body
 from juggler.engine.events import Event, Position, Result
 from juggler.wire import names

@@ -29,8 +29,8 @@ from juggler.kafka.offsets import TP, log_ends
 from juggler.runtime.accepted_read import accepted_read
 from juggler.runtime.control_plane import ControlTask
 from juggler.runtime.held_state import TaskState, originals
-from juggler.runtime.query_records import StoredQuery
 from juggler.runtime.job import TaskContext
+from juggler.runtime.query_records import StoredQuery
 from juggler.runtime.readback import Reader, read_originals, read_partitions
 from juggler.runtime.task import PartitionTask, RestoredQueries, restored_queries
 
