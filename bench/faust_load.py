@@ -571,7 +571,7 @@ def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
         "- *live*: the same events produced to both at one rate, half the lower of the two "
         "runtimes' backlog rates (to the group's commit) in the same repeat (the Faust "
         "runtime's in every run so far), from a producer sending each as it is due "
-        "(linger 0), each result timed from the produce call of its newest source event "
+        "(librdkafka's defaults: linger 5 ms), each result timed from the produce call of its newest source event "
         "to its arrival at a read_committed client (`kafka_load.measure_latency`);",
         "- *peak RSS*: `VmHWM` of the process (`juggler worker`, interpreter and "
         "librdkafka or aiokafka included), since its start; the results index is a "
