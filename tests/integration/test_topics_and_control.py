@@ -75,9 +75,26 @@ def test_topics_apply_twice(kafka_bootstrap: str) -> None:
     assert {t: partitions_of(kafka_bootstrap, t) for t in expected} == expected
     assert topic_config(kafka_bootstrap, "juggler.control")["cleanup.policy"] == "compact"
     assert topic_config(kafka_bootstrap, "juggler.stream.B")["cleanup.policy"] == "delete"
+    assert topic_config(kafka_bootstrap,
+                        "juggler.stream.B")["message.timestamp.type"] == "LogAppendTime"
     assert topic_config(kafka_bootstrap, "juggler.control.status")["retention.ms"] == "-1"
     # the worker's state: the latest record per key is what a restore needs
     assert topic_config(kafka_bootstrap, "juggler.state")["cleanup.policy"] == "compact"
+
+
+def test_a_stream_of_a_deployments_own_schema_gets_a_topic_like_the_others(
+        kafka_bootstrap: str) -> None:
+    """The worker creates a topic for every stream of its schemas; one the specs do not
+    name is stamped by the broker as theirs are, or its idle waits would hold the
+    worker's fetch lag."""
+    from juggler.kafka.topics import apply_topics
+
+    prefix = unique("own") + "."
+    report = apply_topics(kafka_bootstrap, prefix=prefix, extra_streams=["B", "ward"])
+    assert report.ok, str(report)
+    for stream in ("B", "ward"):
+        config = topic_config(kafka_bootstrap, f"{prefix}juggler.stream.{stream}")
+        assert config["message.timestamp.type"] == "LogAppendTime"
 
 
 def test_apply_alters_configs_and_reports_partition_mismatches(kafka_bootstrap: str,

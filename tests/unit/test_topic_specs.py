@@ -59,6 +59,9 @@ def test_repository_specs() -> None:
     assert (by_name["juggler.settings"].partitions, by_name["juggler.settings"].config) == (
         1, {"retention.ms": "-1"})
     assert {by_name[n].partitions for n in by_name if n.startswith("juggler.stream.")} == {4}
+    # the broker stamps stream records: the idle wait measures the producers' delay alone
+    assert all(by_name[n].config == {"message.timestamp.type": "LogAppendTime"}
+               for n in by_name if n.startswith("juggler.stream."))
     assert by_name["juggler.control.fanout"].partitions == 4
     assert by_name["juggler.state"].partitions == 4
     assert by_name["juggler.state"].config["cleanup.policy"] == "compact"

@@ -33,7 +33,7 @@ import yaml
 
 from juggler.kafka.offsets import log_ends
 from juggler.wire.names import (CONTROL, CONTROL_FANOUT, CONTROL_STATUS, DEADLETTER,
-                                RESULTS_PREFIX, InvalidName, results_topic,
+                                RESULTS_PREFIX, STREAM_PREFIX, InvalidName, results_topic,
                                 stream_of_topic, stream_topic, validate_query_id)
 
 if TYPE_CHECKING:
@@ -263,8 +263,11 @@ def apply_topics(bootstrap: str | AdminClient, specs_dir: str | Path | None = No
     specs = load_specs(specs_dir, partitions or current_partitions(
         admin, prefix=prefix, timeout=timeout)).with_prefix(prefix)
     named = {t.name for t in specs.topics}
-    extra = [TopicSpec(prefix + stream_topic(s), specs.partitions) for s in extra_streams
-             if prefix + stream_topic(s) not in named]
+    # configured as the specs' own stream topics are (their timestamps, topics/streams.yaml)
+    like = next((t.config for t in specs.topics
+                 if t.name.startswith(prefix + STREAM_PREFIX)), {})
+    extra = [TopicSpec(prefix + stream_topic(s), specs.partitions, dict(like))
+             for s in extra_streams if prefix + stream_topic(s) not in named]
     return apply_specs(admin, [*specs.topics, *extra], timeout=timeout)
 
 
