@@ -50,7 +50,7 @@ APP_ID = "juggler-bench-k"
 PARTITIONS = 4
 """As many as the largest group below: a fifth worker would have nothing to do."""
 WORKERS = (1, 2, 4)
-SWEEP = (0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
+SWEEP = (0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 1.0)
 """Producer rates of the sweep, as fractions of one worker's rate on a backlog: live, a
 worker takes fewer records per round (each round asks the broker for a clearance and
 commits a transaction), so it keeps up with less than its backlog rate."""
