@@ -14,7 +14,8 @@ Spec files (every `*.yaml` in the directory, read in name order) are mappings wi
 
 - `partitions: N` (at most one file): P, the default for keyed data topics;
 - `topics:` a list of `{name, partitions, config, replication_factor, doc}`;
-- `templates:` the same, for topics made later, with `{query_id}` in the name.
+- `templates:` the same, for topics made later, with `{query_id}` (a query's own results)
+  or `{stream}` (a stream of a deployment's own schemas) in the name.
 
 `partitions` is a number or `P`; `replication_factor` defaults to the broker's
 `default.replication.factor`; `config` values are strings (numbers and booleans are
@@ -50,6 +51,7 @@ __all__ = [
 SPECS_ENV = "JUGGLER_TOPICS"
 DEFAULT_PARTITIONS = 4
 RESULTS_TEMPLATE = RESULTS_PREFIX + "{query_id}"
+STREAM_TEMPLATE = STREAM_PREFIX + "{stream}"
 _SPEC_KEYS = {"name", "doc", "partitions", "replication_factor", "config"}
 
 
@@ -92,6 +94,15 @@ class TopicSpecs:
             raise TopicSpecError(f"no template {RESULTS_TEMPLATE!r} in the topic specs")
         name = self.prefix + results_topic(query_id)
         return replace(template, name=name, partitions=partitions or template.partitions)
+
+    def stream(self, stream: str) -> TopicSpec:
+        """The spec of `<prefix>juggler.stream.<stream>` from its template, or with P
+        partitions and the broker's config where the specs have no such template."""
+        name = self.prefix + stream_topic(stream)
+        template = self.templates.get(STREAM_TEMPLATE)
+        if template is None:
+            return TopicSpec(name, self.partitions)
+        return replace(template, name=name)
 
 
 def default_specs_dir() -> Path:
@@ -263,11 +274,7 @@ def apply_topics(bootstrap: str | AdminClient, specs_dir: str | Path | None = No
     specs = load_specs(specs_dir, partitions or current_partitions(
         admin, prefix=prefix, timeout=timeout)).with_prefix(prefix)
     named = {t.name for t in specs.topics}
-    # configured as the specs' own stream topics are (their timestamps, topics/streams.yaml)
-    like = next((t.config for t in specs.topics
-                 if t.name.startswith(prefix + STREAM_PREFIX)), {})
-    extra = [TopicSpec(prefix + stream_topic(s), specs.partitions, dict(like))
-             for s in extra_streams if prefix + stream_topic(s) not in named]
+    extra = [specs.stream(s) for s in extra_streams if prefix + stream_topic(s) not in named]
     return apply_specs(admin, [*specs.topics, *extra], timeout=timeout)
 
 
