@@ -319,10 +319,11 @@ class TaskState:
                 self.keys[entity] = (meta["maxts"], meta["floor"])
         elif text.startswith(QUERIES):
             number = int(text[len(QUERIES):])
-            queries: dict[str, StoredQuery] = {}
+            queries: dict[str, StoredQuery] | None = None
             if value is not None:  # decoded first: a record it refuses changes nothing
-                queries = self.read.get(value) or self.read.setdefault(value,
-                                                                       queries_of(value))
+                queries = self.read.get(value)
+                if queries is None:
+                    queries = self.read[value] = queries_of(value)
             for qid in self.query_records.pop(number, ()):
                 self.queries.pop(qid, None)
             if queries:
@@ -359,7 +360,6 @@ class TaskState:
         seqs = chain((e.seq for e in self.events.values()),
                      (ref[2] for refs in self.refs.values() for ref in refs))
         return max(seqs, default=-1) + 1
-
 
 
 def originals(held: Held, partition: int) -> dict[tuple[str, int], list[int]]:
