@@ -13,7 +13,7 @@ hold, per partition of the query's topic, the next offset to read.
 
 Each result is kept as the JSON text the API sends, so a page is a concatenation of
 rows (`results_api.page_body`), with nothing decoded or encoded per request. A
-worker's result is written as that text in Rust (`index_row`), an eighth of the cost of
+worker's result is written as that text in Rust (`index_row`), under a tenth of the cost of
 decoding it and calling `json.dumps`, which every other message still takes.
 
 Why a process and not a thread: decoding every result, writing its JSON and inserting

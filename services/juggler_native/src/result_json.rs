@@ -141,34 +141,48 @@ fn string(out: &mut String, s: &str) {
 /// positional form when the decimal exponent is from -4 to 15 (with ".0" when there is
 /// no fraction), else as `d.ddde+XX`.
 ///
-/// Of the strings with that many digits that read back as `f`, both take the closest;
-/// but when two are equally close (1496887933091857.25 to 17 digits), Rust's `{:e}`
-/// takes the larger and Python the even one. So the digits are `f` rounded to that
-/// many with ties to even (`{:.N$e}`) when that reads back as `f` (it may not: below a
-/// power of two the doubles are closer together, 2^-24 is 5.960464477539063e-08).
+/// The digits are Ryu's (the `ryu` crate, serde_json's float writer): the shortest that
+/// read back as `f`, the closest to it, ties to even, as Python's; only the layout is
+/// Python's own. Rust's `{:e}` takes the larger digit on a tie (1496887933091857.25 to
+/// 17 digits), and checking each double for one cost more than the rest of the result.
 fn double(out: &mut String, f: f64) {
-    let shortest = format!("{f:e}");
-    let digits = shortest.bytes().take_while(|&b| b != b'e').filter(u8::is_ascii_digit).count();
-    let even = format!("{f:.*e}", digits - 1);
-    let scientific = if even.parse() == Ok(f) { even } else { shortest };
-    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
-    let exponent: i32 = exponent.parse().expect("{:e} writes a decimal exponent");
-    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(f);
+    let (sign, text) = text.strip_prefix('-').map_or(("", text), |t| ("-", t));
+    let (mantissa, exponent) = match text.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().expect("ryu writes a decimal exponent")),
+        None => (text, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    // at most 17 significant digits, with the zeros a positional form adds (< 330)
+    let mut all = [0u8; 400];
+    all[..int.len()].copy_from_slice(int.as_bytes());
+    all[int.len()..int.len() + frac.len()].copy_from_slice(frac.as_bytes());
+    let all = &all[..int.len() + frac.len()];
     out.push_str(sign);
-    if !(-4..16).contains(&exponent) {
-        let _ =
-            write!(out, "{mantissa}e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.unsigned_abs());
+    let Some(first) = all.iter().position(|&b| b != b'0') else {
+        out.push_str("0.0");
         return;
-    }
-    let digits = mantissa.replace('.', "");
-    if exponent < 0 {
+    };
+    let last = all.iter().rposition(|&b| b != b'0').expect("a digit that is not 0");
+    let digits = std::str::from_utf8(&all[first..=last]).expect("ASCII digits");
+    // the decimal exponent of the first significant digit
+    let exponent = exponent + int.len() as i32 - first as i32 - 1;
+    if !(-4..16).contains(&exponent) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let _ = write!(out, "e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.unsigned_abs());
+    } else if exponent < 0 {
         out.push_str("0.");
         out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
-        out.push_str(&digits);
+        out.push_str(digits);
     } else {
         let point = exponent as usize + 1;
         if digits.len() <= point {
-            out.push_str(&digits);
+            out.push_str(digits);
             out.extend(std::iter::repeat_n('0', point - digits.len()));
             out.push_str(".0");
         } else {
