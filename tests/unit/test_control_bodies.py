@@ -5,6 +5,8 @@ not in the writer's one form left to fastavro, which reads or refuses it as befo
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import fastavro
 import pytest
@@ -13,8 +15,8 @@ from hypothesis import strategies as st
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec, CodecError
 from juggler.codec.result_body import Unwritable
-from juggler.codec.control_bodies import (ACTIONS, STATUSES, command_body, read_command,
-                                          read_status, status_body)
+from juggler.codec.control_bodies import command_body, read_command, read_status, status_body
+from juggler.wire.names import ACTIONS, OUTCOMES
 
 CODEC = Codec(registry_url="")
 TEXT = st.one_of(st.text(), st.text("\"\\\x00\n\u2028é😀ab", max_size=4), st.text(min_size=70))
@@ -23,7 +25,7 @@ COMMANDS = st.fixed_dictionaries({
     "action": st.sampled_from(ACTIONS), "id": TEXT, "text": st.none() | TEXT,
     "history": st.booleans(), "own_topic": st.booleans()})
 STATUS_RECORDS = st.fixed_dictionaries({
-    "id": TEXT, "action": st.sampled_from(ACTIONS), "status": st.sampled_from(STATUSES),
+    "id": TEXT, "action": st.sampled_from(ACTIONS), "status": st.sampled_from(OUTCOMES),
     "message": TEXT, "command_offset": st.one_of(st.integers(-(2**63), 2**63 - 1), INT),
     "partition": INT, "partitions": INT})
 
@@ -89,7 +91,7 @@ def test_a_malformed_command_is_refused_with_the_codecs_reason(body: bytes) -> N
 
 
 ANY = st.one_of(st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(),
-                st.text(max_size=3), st.sampled_from([*ACTIONS, *STATUSES]), st.binary(max_size=2))
+                st.text(max_size=3), st.sampled_from([*ACTIONS, *OUTCOMES]), st.binary(max_size=2))
 
 
 @settings(max_examples=500, deadline=None)
@@ -109,3 +111,18 @@ def test_a_record_is_written_only_if_fastavros_validator_passes_it(
         return
     assert fastavro.validate(record, CODEC._get(name).parsed, raise_errors=False)
     assert body == fastavro_body(name, record)
+
+
+def test_the_enum_symbols_are_the_schemas_in_their_order() -> None:
+    """The bodies write a symbol as its index in `ACTIONS`/`OUTCOMES`: an order other
+    than the schema's would give every reader the wrong action or status."""
+    root = Path(__file__).resolve().parents[2] / "schemas"
+    command = json.loads((root / "Command.avsc").read_text())
+    status = json.loads((root / "CommandStatus.avsc").read_text())
+
+    def symbols(schema: dict, field: str) -> tuple[str, ...]:
+        (found,) = [f["type"]["symbols"] for f in schema["fields"] if f["name"] == field]
+        return tuple(found)
+
+    assert symbols(command, "action") == symbols(status, "action") == ACTIONS
+    assert symbols(status, "status") == OUTCOMES

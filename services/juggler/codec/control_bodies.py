@@ -26,11 +26,10 @@ from typing import Any
 
 from juggler.codec.result_body import (INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, Unwritable,
                                        write_long, write_string)
+from juggler.wire.names import ACTIONS, OUTCOMES
 
-ACTIONS = ("REGISTER", "DEREGISTER")
-STATUSES = ("ACCEPTED", "REJECTED", "LIVE")
 _ACTION_INDEX = {symbol: i for i, symbol in enumerate(ACTIONS)}
-_STATUS_INDEX = {symbol: i for i, symbol in enumerate(STATUSES)}
+_STATUS_INDEX = {symbol: i for i, symbol in enumerate(OUTCOMES)}
 
 
 class _NotCanonical(Exception):
@@ -90,7 +89,7 @@ def read_status(data: bytes, pos: int) -> dict[str, Any] | None:
     try:
         qid, pos = _read_text(data, pos)
         action, pos = _symbol(ACTIONS, data, pos)
-        status, pos = _symbol(STATUSES, data, pos)
+        status, pos = _symbol(OUTCOMES, data, pos)
         message, pos = _read_text(data, pos)
         offset, pos = _read_long(data, pos, LONG_MIN, LONG_MAX)
         partition, pos = _read_long(data, pos, INT_MIN, INT_MAX)

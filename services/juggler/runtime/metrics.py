@@ -31,7 +31,8 @@ from juggler.engine.orders import STATIC_ORDERS, TYPES
 from juggler.codec.bounded import DEAD_LETTER_KINDS
 from juggler.runtime.loop_clock import PHASES, LoopClock
 from juggler.runtime.pages import Engine, JobView, Scrape
-from juggler.wire.commands import ACTIONS, VERDICTS
+from juggler.wire.commands import VERDICTS
+from juggler.wire.names import ACTIONS
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.split("; charset")[0]

@@ -17,19 +17,16 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec
 from juggler.codec.jsonl import (EventRecord, InputError, json_object, json_query_id,
                                  json_string, parse_event, show_json)
-from juggler.wire.names import BARRIER_HEADER, CONTROL_OFFSET_HEADER, REWRITTEN_HEADER
-
-Action = Literal["REGISTER", "DEREGISTER"]
-Outcome = Literal["ACCEPTED", "REJECTED", "LIVE"]
+from juggler.wire.names import (BARRIER_HEADER, CONTROL_OFFSET_HEADER, REWRITTEN_HEADER,
+                                Action, Outcome)
 
 REGISTER: Action = "REGISTER"
 DEREGISTER: Action = "DEREGISTER"
-ACTIONS: tuple[Action, ...] = (REGISTER, DEREGISTER)
 ACCEPTED: Outcome = "ACCEPTED"
 REJECTED: Outcome = "REJECTED"
 LIVE: Outcome = "LIVE"

@@ -1,12 +1,22 @@
-"""Topic and header names of semantics section 7, in one place and with no Kafka import.
+"""Topic and header names of semantics section 7, and the symbols of the command and
+status enums, in one place and with no Kafka import.
 
-Why apart from `kafka/topics.py`: the codec (default Schema Registry subjects), the CLI
-and the worker all need the names, but not the admin client or the YAML specs.
+Why apart from `kafka/topics.py`: the codec (default Schema Registry subjects, the
+command and status bodies), the CLI and the worker all need the names, but not the
+admin client or the YAML specs.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
+
+Action = Literal["REGISTER", "DEREGISTER"]
+"""A command's action: the `Action` enum of `juggler.Command`, symbols in its order."""
+Outcome = Literal["ACCEPTED", "REJECTED", "LIVE"]
+"""A command's status: the `Status` enum of `juggler.CommandStatus`, in its order."""
+ACTIONS: tuple[Action, ...] = get_args(Action)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 CONTROL = "juggler.control"
 CONTROL_STATUS = "juggler.control.status"
