@@ -72,7 +72,7 @@ def run_job(args: list[str]) -> None:
     from juggler.spark.cli import spark
     from juggler.spark.session import spark_session
 
-    spark_session()
+    spark_session(python_work="--reference" not in args)  # as the command starts it
     started = time.perf_counter()
     result = CliRunner().invoke(spark, args, catch_exceptions=False)
     elapsed = time.perf_counter() - started

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
@@ -197,7 +197,7 @@ def backfill_command(queries_file: Path | None, query_id: str | None, text: str 
         if explain:
             click.echo(backfill.statement(queries[0], codec).sql)
             return
-        session = start()
+        session = start(not reference)
         progress = Progress("backfill", None, unit="results")
         with StageProgress(session, progress):
             if reference:
@@ -234,19 +234,24 @@ def archive_command(events: Path, archive: Path, archive_format: str,
         progress.finish()
 
 
+class _Start(Protocol):
+    def __call__(self, python_work: bool = False) -> SparkSession: ...
+
+
 @contextmanager
-def _job() -> Iterator[Callable[[], SparkSession]]:
-    """Map the jobs' errors to exit statuses; yield a function that starts Spark."""
+def _job() -> Iterator[_Start]:
+    """Map the jobs' errors to exit statuses; yield a function that starts Spark, told
+    whether the job's work is in its Python workers (`spark_session`'s `python_work`)."""
     from juggler.codec.jsonl import InputError
     from juggler.language.errors import QueryError
     from juggler.maven import MavenError
     from juggler.spark.errors import BadInput, JobError
 
-    def start() -> SparkSession:
+    def start(python_work: bool = False) -> SparkSession:
         from juggler.spark.session import spark_session
 
         click.echo("starting Spark ...", err=True)
-        return spark_session(ui=True)
+        return spark_session(ui=True, python_work=python_work)
 
     try:
         yield start

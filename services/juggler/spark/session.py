@@ -19,9 +19,18 @@ if TYPE_CHECKING:
 
 MASTER_ENV = "JUGGLER_SPARK_MASTER"
 """The Spark master URL (default `local[*]`); e.g. `spark://host:7077` in production."""
+PYTHON_WORK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The local JVM's (driver and executor in one) JIT compiler for a job whose work is in
+its Python workers (the shared backfill): C1 only. A command's JVM lives for one job:
+C2's compiler threads took the cores the workers needed, and without them the shared
+backfill of 100 queries took 0.8-1 s less of its 5-7 s. A job whose work is the JVM's
+(the per-query reference: a Spark SQL join) took 30% longer with C1 only, so it keeps
+the JVM's defaults, as a cluster's executors do (docs/benchmarks.md, "Spark
+backfill")."""
 
 
-def spark_session(app_name: str = "juggler", *, ui: bool = False) -> SparkSession:
+def spark_session(app_name: str = "juggler", *, ui: bool = False,
+                  python_work: bool = False) -> SparkSession:
     """The process's SparkSession, created with the connector jars on first call.
 
     Local mode's Python workers (the engines of the shared backfill, the reference's
@@ -30,7 +39,9 @@ def spark_session(app_name: str = "juggler", *, ui: bool = False) -> SparkSessio
     session ships juggler, its native operator and their dependencies to the executors
     (`juggler.spark.shipping`), whose Python is `PYSPARK_PYTHON` or the executors'
     `python3`. Shuffles use few partitions: the jobs' data is keyed by entity and the
-    local default of 200 partitions only adds scheduling overhead. The UI is on only
+    local default of 200 partitions only adds scheduling overhead. With `python_work`
+    a local JVM compiles with C1 only (`PYTHON_WORK_JAVA_OPTIONS`; the first call of a
+    process decides, as for every setting). The UI is on only
     with `ui` (the CLI's jobs print its address; tests and benchmarks need no web
     server).
     """
@@ -48,7 +59,9 @@ def spark_session(app_name: str = "juggler", *, ui: bool = False) -> SparkSessio
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC"))
-    for key, value in ({} if local else shipping.settings()).items():
+    settings = shipping.settings() if not local else {
+        "spark.driver.extraJavaOptions": PYTHON_WORK_JAVA_OPTIONS} if python_work else {}
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
