@@ -58,8 +58,8 @@ commits a transaction), so it keeps up with less than its backlog rate."""
 KEPT_UP = 0.99
 """A producer rate is sustainable if the worker had committed at least this fraction of
 it when the producer finished (the rest: the round and the transaction in flight, well
-under 1% of a run at every rate it kept up with). At 0.9 a worker falling behind by 7%
-(p50 0.8 s and growing) counted as keeping up."""
+under 1% of a run at every rate it kept up with). A lower bar counted a worker falling
+behind, its latency growing, as keeping up (docs/benchmarks.md, K notes)."""
 PACE = 0.001
 """How early `paced` sends an event: the events due within a millisecond go together.
 A sleep per event (every 77 us at 13,000 events/s) made the producing process, on the
@@ -361,9 +361,9 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     of its newest source event to its arrival at a read_committed client. `margin`:
     seconds produced at the same rate before and after those, whose results are not
     timed, so that the timed ones come from a stream that goes on: without them, the
-    first second's results waited for the fresh producer's connection (p99 0.5-1 s in
-    that second, against 60-130 ms after it, K at 13,300 events/s) and the last events'
-    for the partitions that had stopped (semantics 4a's idle wait). With
+    first second's results waited for the fresh producer's connection, and the last
+    events' for the partitions that had stopped (semantics 4a's idle wait), and those
+    edges decided the p99 (docs/benchmarks.md, K notes). With
     `committed` (the worker's group): also the rate the worker kept up, the events its
     group had committed when the producer finished over the time the producer ran.
     `results`: another application's results topic and how to read a result's source

@@ -21,10 +21,9 @@ MASTER_ENV = "JUGGLER_SPARK_MASTER"
 """The Spark master URL (default `local[*]`); e.g. `spark://host:7077` in production."""
 PYTHON_WORK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 """The local JVM's (driver and executor in one) JIT compiler for a job whose work is in
-its Python workers (the shared backfill): C1 only. A command's JVM lives for one job:
-C2's compiler threads took the cores the workers needed, and without them the shared
-backfill of 100 queries took 0.8-1 s less of its 5-7 s. A job whose work is the JVM's
-(the per-query reference: a Spark SQL join) took 30% longer with C1 only, so it keeps
+its Python workers (the shared backfill): C1 only. A command's JVM lives for one job,
+and C2's compiler threads took the cores the workers needed. A job whose work is the
+JVM's (the per-query reference: a Spark SQL join) was slower with C1 only, so it keeps
 the JVM's defaults, as a cluster's executors do (docs/benchmarks.md, "Spark
 backfill")."""
 
@@ -59,8 +58,11 @@ def spark_session(app_name: str = "juggler", *, ui: bool = False,
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC"))
-    settings = shipping.settings() if not local else {
-        "spark.driver.extraJavaOptions": PYTHON_WORK_JAVA_OPTIONS} if python_work else {}
+    settings: dict[str, str] = {}
+    if not local:
+        settings = shipping.settings()
+    elif python_work:
+        settings = {"spark.driver.extraJavaOptions": PYTHON_WORK_JAVA_OPTIONS}
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
