@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juggler.codec.avro import COMMAND, COMMAND_STATUS, Codec, CodecError
+from juggler.codec.avro import (COMMAND, COMMAND_STATUS, Codec, CodecError,
+                                default_schemas_dir)
 from juggler.codec.result_body import Unwritable
 from juggler.codec.control_bodies import command_body, read_command, read_status, status_body
 from juggler.wire.names import ACTIONS, OUTCOMES
@@ -116,7 +116,7 @@ def test_a_record_is_written_only_if_fastavros_validator_passes_it(
 def test_the_enum_symbols_are_the_schemas_in_their_order() -> None:
     """The bodies write a symbol as its index in `ACTIONS`/`OUTCOMES`: an order other
     than the schema's would give every reader the wrong action or status."""
-    root = Path(__file__).resolve().parents[2] / "schemas"
+    root = default_schemas_dir()
     command = json.loads((root / "Command.avsc").read_text())
     status = json.loads((root / "CommandStatus.avsc").read_text())
 
