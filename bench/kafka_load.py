@@ -447,14 +447,14 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
 
     for arrived, value in received:
         starts = [produced_at.get(s) for s in (results[1] if results else sources)(value)]
-        if starts and None not in starts and timed[0] <= max(starts) < timed[1]:
-            latencies.append(arrived - max(starts))
+        if starts and None not in starts and timed[0] <= (newest := max(starts)) < timed[1]:
+            latencies.append(arrived - newest)
     ordered = sorted(latencies)
-    log(f"  at {rate:,.0f} ev/s: p50 {_quantile(ordered, 0.5) * 1000:,.0f} ms, p99 "
-        f"{_quantile(ordered, 0.99) * 1000:,.0f} ms" + (f", kept {kept:,.0f} ev/s" if kept else ""))
+    p50, p99 = _quantile(ordered, 0.5), _quantile(ordered, 0.99)
+    log(f"  at {rate:,.0f} ev/s: p50 {p50 * 1000:,.0f} ms, p99 {p99 * 1000:,.0f} ms"
+        + (f", kept {kept:,.0f} ev/s" if kept else ""))
     return {"rate": rate, "events": count, "results": len(ordered), "kept": kept,
-            "p50": _quantile(ordered, 0.5), "p99": _quantile(ordered, 0.99),
-            "client_cpu": client_cpu}
+            "p50": p50, "p99": p99, "client_cpu": client_cpu}
 
 
 def paced(events: Iterable[Any], rate: float, seconds: float) -> Iterator[tuple[int, Any]]:
