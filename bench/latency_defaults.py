@@ -102,7 +102,7 @@ class LiveProducers:
     producer's clock when sent (the worker's, plus the producer's offset), and goes
     out through its stream's producer (one for all with `profiles` None). Looks like
     the one `EventProducer` measure_latency would use (`send`, `flush`,
-    `last_offsets`, `producer.poll`)."""
+    `last_offsets`)."""
 
     def __init__(self, bootstrap: str, prefix: str,
                  profiles: dict[str, tuple[int, int]] | None, sent: Sent) -> None:
@@ -122,7 +122,6 @@ class LiveProducers:
                               for s, (linger, _) in profiles.items()}
             self.offsets = {s: offset for s, (_, offset) in profiles.items()}
         self.producers = list({id(p): p for p in self.by_stream.values()}.values())
-        self.producer = self
         self._connect(bootstrap, prefix)
 
     def _connect(self, bootstrap: str, prefix: str) -> None:
@@ -159,10 +158,6 @@ class LiveProducers:
                 on_delivery(pos)
 
         self.by_stream[stream].send(stream, key, ts, data, delivered)
-
-    def poll(self, timeout: float) -> None:
-        for p in self.producers:
-            p.producer.poll(timeout)
 
     def flush(self) -> None:
         for p in self.producers:
