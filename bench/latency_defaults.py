@@ -114,8 +114,8 @@ class LiveProducers:
         self.sent = sent
         if profiles is None:
             one = EventProducer(bootstrap, codec, prefix=prefix)  # librdkafka's linger: 5 ms
-            self.by_stream = dict.fromkeys("BHKT", one)
-            self.offsets = dict.fromkeys("BHKT", 0)
+            self.by_stream = dict.fromkeys(codec.stream_names(), one)
+            self.offsets = dict.fromkeys(codec.stream_names(), 0)
         else:
             self.by_stream = {s: EventProducer(bootstrap, codec, prefix=prefix,
                                                **{"linger.ms": linger})
@@ -203,9 +203,10 @@ def expected(query: tuple[str, str], sent: Sent, lateness: int) -> Counter[tuple
     from juggler.engine.naive import NaiveEngine
     from juggler.language import compile_query
 
+    codec = Codec()
     engine = NaiveEngine(EngineConfig(allowed_lateness=lateness), purge=True)
-    engine.register(compile_query(*query, Codec().catalog()))
-    rank = {s: i for i, s in enumerate("BHKT")}
+    engine.register(compile_query(*query, codec.catalog()))
+    rank = {s: i for i, s in enumerate(codec.stream_names())}  # the worker's tie order
     out: Counter[tuple[Any, ...]] = Counter()
     for stream, key, ts, data, pos in sorted(sent.events,
                                              key=lambda e: (e[2], rank[e[0]], e[4])):
@@ -219,13 +220,15 @@ def stamp(bootstrap: str, prefix: str, timestamp_type: str) -> None:
     from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                        ConfigResource)
 
+    from juggler.codec.avro import Codec
     from juggler.kafka.client_config import client_config
+    from juggler.wire.names import stream_topic
 
     admin = AdminClient(client_config(bootstrap))
     entry = ConfigEntry("message.timestamp.type", timestamp_type,
                         incremental_operation=AlterConfigOpType.SET)
-    resources = [ConfigResource("topic", f"{prefix}juggler.stream.{s}",
-                                incremental_configs=[entry]) for s in "BHKT"]
+    resources = [ConfigResource("topic", prefix + stream_topic(s), incremental_configs=[entry])
+                 for s in Codec().stream_names()]
     for future in admin.incremental_alter_configs(resources).values():
         future.result(30)
 
