@@ -21,6 +21,7 @@ import pickle
 import struct
 import tempfile
 import zlib
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from operator import itemgetter
@@ -68,7 +69,8 @@ def ordered(batches: RDD[Batch], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
     """Every row of `packed` batches whose partitions are each in `ORDER`, merged
     into `ORDER`, with spill files in a temporary directory under `spill_dir`
     (removed at the end)."""
-    with tempfile.TemporaryDirectory(prefix=".backfill-merge-", dir=spill_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=".backfill-merge-", dir=spill_dir) as tmp, \
+            ThreadPoolExecutor(2, thread_name_prefix="backfill-inflate") as inflate:
         files: dict[int, IO[bytes]] = {}
         try:
             for partition, _, blob in batches.toLocalIterator():
@@ -77,13 +79,22 @@ def ordered(batches: RDD[Batch], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
                 files[partition].write(LENGTH.pack(len(blob)) + blob)
             for handle in files.values():
                 handle.seek(0)
-            yield from heapq.merge(*(_read(h) for h in files.values()), key=ORDER)
+            yield from heapq.merge(*(_read(h, inflate) for h in files.values()), key=ORDER)
         finally:
             for handle in files.values():
                 handle.close()
 
 
-def _read(handle: IO[bytes]) -> Iterator[tuple[Any, ...]]:
-    while head := handle.read(LENGTH.size):
-        (size,) = LENGTH.unpack(head)
-        yield from pickle.loads(zlib.decompress(handle.read(size)))
+def _read(handle: IO[bytes], inflate: Executor) -> Iterator[tuple[Any, ...]]:
+    """A spill file's rows, each batch decompressed on `inflate`'s threads while the
+    one before is merged: `zlib.decompress` runs without the interpreter's lock, so
+    on a second core it costs the merge nothing (it was a third of the merge's time)."""
+    def batch() -> Future[bytes] | None:
+        head = handle.read(LENGTH.size)
+        return inflate.submit(zlib.decompress, handle.read(LENGTH.unpack(head)[0])) \
+            if head else None
+
+    ahead = batch()
+    while ahead is not None:
+        current, ahead = ahead, batch()
+        yield from pickle.loads(current.result())

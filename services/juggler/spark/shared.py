@@ -2,7 +2,7 @@
 native operator.
 
 One pass over the archive serves all the queries, as the worker's operator shares
-work across them: the archive's streams are unioned, repartitioned by entity key (a
+work across them: the archive's streams are unioned, partitioned by entity key (a
 key's streams meet in one partition, and every key's state is its own: lateness,
 maxts, floors and held events are per key, docs/semantics.md), sorted within each
 partition by arrival position, and each partition runs one engine over its events
@@ -24,6 +24,7 @@ otherwise use); pickling costs a small share next to the engine (docs/benchmarks
 from __future__ import annotations
 
 import math
+from itertools import islice
 from operator import itemgetter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -101,7 +102,13 @@ def plan(queries: list[Query], archive: Path, codec: Codec, allowed_lateness: in
 def arrivals(spark: SparkSession, archive: Path, codec: Codec, partitions: int) -> DataFrame:
     """The archive's events of every stream as one frame (`key, ts, position, stream`
     and every stream's columns as `<S>__<column>`, null for the other streams),
-    repartitioned by key and sorted by position within each partition."""
+    partitioned by ranges of keys and sorted by position within each partition.
+
+    Ranges rather than a hash of the key: Spark samples the keys (a small job) and
+    cuts the ranges so that the partitions hold about as many events each, where a
+    hash of a few keys can give one core most of them (workload J's 20 keys hashed 11
+    to 9, the second core then idle for the last seconds; docs/benchmarks.md, "Spark
+    backfill"). A key still lies in one partition."""
     from pyspark.sql import functions as F
 
     frames = read_archive(spark, archive, codec)
@@ -113,7 +120,7 @@ def arrivals(spark: SparkSession, archive: Path, codec: Codec, partitions: int) 
             .alias(f"{s}{SEPARATOR}{c}") for s, c, kind in every))
         union = part if union is None else union.unionByName(part)
     assert union is not None
-    return union.repartition(partitions, KEY).sortWithinPartitions(POSITION)
+    return union.repartitionByRange(partitions, KEY).sortWithinPartitions(POSITION)
 
 
 def output_schema() -> str:
@@ -255,9 +262,10 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
         if out is not None:
             with atomic_outputs(out) as (handle,):
                 assert handle is not None
-                for row in merge.ordered(batches, out.parent):
-                    handle.write(row[3])
-                    progress.done += 1
+                merged = merge.ordered(batches, out.parent)
+                while chunk := list(islice(merged, merge.BATCH)):  # a write per batch of
+                    handle.write("".join([row[3] for row in chunk]))  # lines, not per line
+                    progress.done += len(chunk)
             return
         assert bootstrap is not None
         header = F.struct(F.lit(QUERY_HEADER).alias("key"),
