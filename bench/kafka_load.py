@@ -74,8 +74,8 @@ ENGINE_SHARE, LIVE_SHARE, P99_TARGET = 0.6, 0.7, 0.150
 READ_BATCH, READ_WAIT = 1000, 0.002
 """The latency reader takes the results that arrived within 2 ms (or a thousand) in
 one call and stamps them together: a result's latency is at most 2 ms long, and the
-reader, on the worker's cores, does not make a Python call per result (at 26,000
-events/s of K, 48,000 results a second, a `poll` each was a quarter of its CPU)."""
+reader, on the worker's cores, makes no Python call per result (docs/benchmarks.md,
+K notes: the load generator's own CPU)."""
 PLOT = "k_rates.png"
 """The sweep's plot, written beside the report."""
 LATENESS_MS = 0
@@ -377,11 +377,11 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     defaults, as a user's producer runs (linger 5 ms: at 13,000 events/s on K, linger 0
     sent them in many more, smaller requests, and the broker's CPU for those, on the
     worker's two cores, took the worker's p99 from 87-93 to 131-325 ms): anything with
-    its `send`, `flush` and `last_offsets` (`bench.latency_defaults`
-    sends from a producer per stream, each with its own linger and clock). Without one,
+    its `send`, `flush` and `last_offsets` (`bench.latency_defaults` sends from a
+    producer per stream, each with its own linger and clock). Without one,
     the run's events are encoded before it starts (`_encoded`): the load generator
-    shares the worker's two cores, and encoding them as they went out was a third of
-    its CPU while the worker was measured."""
+    shares the worker's two cores, and what it spends while the worker is measured is
+    taken from the worker (docs/benchmarks.md, K notes)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from juggler.codec.avro import Codec

@@ -21,8 +21,8 @@ import pickle
 import struct
 import tempfile
 import zlib
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from itertools import islice
 from operator import itemgetter
 from pathlib import Path
@@ -88,7 +88,8 @@ def ordered(batches: RDD[Batch], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
 def _read(handle: IO[bytes], inflate: Executor) -> Iterator[tuple[Any, ...]]:
     """A spill file's rows, each batch decompressed on `inflate`'s threads while the
     one before is merged: `zlib.decompress` runs without the interpreter's lock, so
-    on a second core it costs the merge nothing (it was a third of the merge's time)."""
+    on a second core it takes nothing from the merge (docs/benchmarks.md, "Spark
+    backfill")."""
     def batch() -> Future[bytes] | None:
         head = handle.read(LENGTH.size)
         return inflate.submit(zlib.decompress, handle.read(LENGTH.unpack(head)[0])) \
