@@ -379,7 +379,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     worker's two cores, took the worker's p99 from 87-93 to 131-325 ms): anything with
     its `send`, `flush` and `last_offsets` (`bench.latency_defaults` sends from a
     producer per stream, each with its own linger and clock). Without one,
-    the run's events are encoded before it starts (`_encoded`): the load generator
+    the run's events are encoded before it starts (`EventProducer.frame`): the load generator
     shares the worker's two cores, and what it spends while the worker is measured is
     taken from the worker (docs/benchmarks.md, K notes)."""
     from confluent_kafka import Consumer, TopicPartition
@@ -422,13 +422,14 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     total = seconds + 2 * margin
     producer = sender or EventProducer(bootstrap, codec, prefix=prefix)
     if sender is None:
-        events = _encoded(producer, codec, islice(events, int(rate * total) + 1))
+        events = [producer.frame(e.stream, e.key, e.ts, e.data)
+                  for e in islice(events, int(rate * total) + 1)]
 
-    def send(item: Any, delivered: Callable[[tuple[str, int, int]], None]) -> None:
-        if sender is None:
+        def send(item: Any, delivered: Callable[[tuple[str, int, int]], None]) -> None:
             topic, key, value = item
             producer.send_raw(topic, key, value, delivered)
-        else:
+    else:
+        def send(item: Any, delivered: Callable[[tuple[str, int, int]], None]) -> None:
             sender.send(item.stream, item.key, item.ts, item.data, delivered)
 
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -473,13 +474,6 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
         + (f", kept {kept:,.0f} ev/s" if kept else ""))
     return {"rate": rate, "events": count, "results": len(ordered), "kept": kept,
             "p50": p50, "p99": p99, "client_cpu": client_cpu}
-
-
-def _encoded(producer: Any, codec: Any, events: Iterable[Any]
-             ) -> list[tuple[str, bytes, bytes]]:
-    """Each event as the (topic, key, value) `EventProducer.send` would produce."""
-    return [(producer.topic(e.stream), e.key.encode(),
-             codec.encode(e.stream, {"ts": e.ts, **e.data})) for e in events]
 
 
 def paced(events: Iterable[Any], rate: float, seconds: float) -> Iterator[tuple[int, Any]]:

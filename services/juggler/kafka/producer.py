@@ -45,12 +45,19 @@ class EventProducer:
     def topic(self, stream: str) -> str:
         return self.prefix + stream_topic(stream)
 
+    def frame(self, stream: str, key: str, ts: int, data: dict[str, Any]
+              ) -> tuple[str, bytes, bytes]:
+        """One event as the (topic, key, value) record `send` queues, for a sender that
+        encodes ahead and queues later with `send_raw` (a load generator whose encoding
+        must not run while it measures)."""
+        return self.topic(stream), key.encode(), self.codec.encode(stream, {"ts": ts, **data})
+
     def send(self, stream: str, key: str, ts: int, data: dict[str, Any],
              on_delivery: Callable[[Position], None] | None = None) -> bytes:
         """Encode and queue one event; returns the encoded value. Delivery failures
         raise from `flush` (nothing is lost silently)."""
-        value = self.codec.encode(stream, {"ts": ts, **data})
-        self.send_raw(self.topic(stream), key.encode(), value, on_delivery)
+        topic, raw_key, value = self.frame(stream, key, ts, data)
+        self.send_raw(topic, raw_key, value, on_delivery)
         return value
 
     def send_raw(self, topic: str, key: bytes | None, value: bytes | None,
