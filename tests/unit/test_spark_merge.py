@@ -24,8 +24,9 @@ class Batches:
 
 
 def partition_rows(rng: random.Random, keys: list[str], events: int) -> list[tuple[Any, ...]]:
-    """A partition's rows: triggers at increasing positions, each with a few results
-    of one key (a history registration's: several keys at one position)."""
+    """A partition's rows: triggers at increasing positions, each with one to three
+    results in key order (several keys at one position, as a registration's history
+    gives them; positions also repeat across partitions, as control lines do)."""
     rows = []
     for position in sorted(rng.sample(range(10 * events), events)):
         for seq, key in enumerate(sorted(rng.choices(keys, k=rng.randint(1, 3)))):
