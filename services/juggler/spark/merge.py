@@ -41,8 +41,8 @@ ORDER = itemgetter(0, 1, 2)
 """A result row's place in eval's order: (trigger position, key, index in the trigger)."""
 
 
-Batch = tuple[int, int, bytes]
-"""A `packed` batch: (its partition, rows in the batch, the rows pickled and compressed)."""
+Batch = tuple[int, bytes]
+"""A `packed` batch: (its partition, the rows pickled and compressed)."""
 
 
 def packed(partition: int, rows: Iterable[tuple[Any, ...]]) -> Iterator[Batch]:
@@ -51,18 +51,12 @@ def packed(partition: int, rows: Iterable[tuple[Any, ...]]) -> Iterator[Batch]:
     Python over them (`ordered` reads the cached batches as they are)."""
     rows = iter(rows)
     while batch := list(islice(rows, BATCH)):
-        yield (partition, len(batch),
-               zlib.compress(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL), 1))
+        yield partition, zlib.compress(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL), 1)
 
 
 def unpacked(batch: Batch) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = pickle.loads(zlib.decompress(batch[2]))
+    rows: list[tuple[Any, ...]] = pickle.loads(zlib.decompress(batch[1]))
     return rows
-
-
-def count(batches: RDD[Batch]) -> int:
-    """The rows in `packed` batches."""
-    return int(batches.map(itemgetter(1)).sum())
 
 
 def ordered(batches: RDD[Batch], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
@@ -73,7 +67,7 @@ def ordered(batches: RDD[Batch], spill_dir: Path) -> Iterator[tuple[Any, ...]]:
             ThreadPoolExecutor(2, thread_name_prefix="backfill-inflate") as inflate:
         files: dict[int, IO[bytes]] = {}
         try:
-            for partition, _, blob in batches.toLocalIterator():
+            for partition, blob in batches.toLocalIterator():
                 if partition not in files:
                     files[partition] = open(Path(tmp) / str(partition), "w+b")
                 files[partition].write(LENGTH.pack(len(blob)) + blob)

@@ -24,8 +24,8 @@ otherwise use); pickling costs a small share next to the engine (docs/benchmarks
 from __future__ import annotations
 
 import math
-from itertools import islice
-from operator import itemgetter
+from itertools import groupby, islice
+from operator import attrgetter, itemgetter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -131,8 +131,11 @@ def output_schema() -> str:
 def evaluate(frame: DataFrame, plan: Plan,
              counters: dict[str, Any]) -> RDD[tuple[Any, ...]]:
     """Each partition through one engine: rows (trigger position, key, seq within the
-    trigger's results, eval's JSON line or the query and its encoded `juggler.Result`),
-    each partition's in that order (`juggler.spark.merge.ORDER`)."""
+    trigger's results, then the query and its encoded `juggler.Result`, or for eval's
+    file the key's run of JSON lines at that trigger, seq its first's), each
+    partition's in that order (`juggler.spark.merge.ORDER`). A row per run rather than
+    per line: the driver's merge handles a row at a time, and a trigger's results come
+    about 17 to a row at 1,000 queries (docs/benchmarks.md, "Spark backfill")."""
     columns = {name: i for i, name in enumerate(frame.columns)}
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
@@ -162,6 +165,7 @@ def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
     encode = _encoder(plan) if plan.stream_topics is not None else None
     events = _events(plan, rows, columns, counters)
     merged = heapq.merge(events, plan.commands, key=lambda arrival: arrival[0])
+    results = 0
     for position, outcome in feed(engine, merged, command):
         if isinstance(outcome, LateEvent):
             counters["late"].add(1)
@@ -170,11 +174,17 @@ def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
         # (an event's results all have its key)
         if position in plan.compiled:
             outcome = sorted(outcome, key=lambda r: r.key)
-        for seq, result in enumerate(outcome):
-            if encode is not None:
+        results += len(outcome)
+        if encode is not None:
+            for seq, result in enumerate(outcome):
                 yield position, result.key, seq, result.query, encode(result)
-            else:
-                yield position, result.key, seq, jsonl_line(result.to_json())
+            continue
+        seq = 0  # one row per key's run of lines: the driver merges rows, not results
+        for key, run in groupby(outcome, key=attrgetter("key")):
+            lines = [jsonl_line(result.to_json()) for result in run]
+            yield position, key, seq, "".join(lines)
+            seq += len(lines)
+    counters["results"].add(results)
 
 
 def _events(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
@@ -249,12 +259,13 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
                                                 for s in codec.stream_names()},
                          results_topic=names.all_results)
     context = spark.sparkContext
-    counters = {name: context.accumulator(0) for name in ("late", "malformed")}
+    counters = {name: context.accumulator(0) for name in ("late", "malformed", "results")}
     frame = arrivals(spark, archive, codec, context.defaultParallelism)
     batches = evaluate(frame, shared, counters).mapPartitionsWithIndex(merge.packed)
     batches.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        progress.total = merge.count(batches)
+        batches.count()  # runs the job; its counters are then complete
+        progress.total = counters["results"].value
         progress.note(f"{len(queries):,} queries and {len(shared.commands):,} control "
                       f"lines over the archive: {progress.total:,} results; "
                       f"{counters['late'].value:,} late and "
@@ -264,8 +275,9 @@ def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
                 assert handle is not None
                 merged = merge.ordered(batches, out.parent)
                 while chunk := list(islice(merged, merge.BATCH)):  # a write per batch of
-                    handle.write("".join([row[3] for row in chunk]))  # lines, not per line
-                    progress.done += len(chunk)
+                    text = "".join([row[3] for row in chunk])  # rows, not per line
+                    handle.write(text)
+                    progress.done += text.count("\n")
             return
         assert bootstrap is not None
         header = F.struct(F.lit(QUERY_HEADER).alias("key"),
