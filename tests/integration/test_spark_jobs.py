@@ -307,6 +307,23 @@ def test_backfill_reads_archive_columns_by_name_and_names_a_missing_one(
     assert not (tmp_path / "never.jsonl").exists()
 
 
+def test_a_query_that_does_not_compile_fails_the_backfill_with_its_place(
+        session: Any, tmp_path: Path) -> None:
+    """The queries compile on a thread while Spark plans the archive: a bad one still
+    ends the command with exit status 2, its id, line and column, and no output."""
+    archive, out = tmp_path / "archive", tmp_path / "never.jsonl"
+    juggler_spark(session, "archive", "--events", str(ICU / "events.jsonl"),
+                  "--archive", str(archive))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text((ICU / "queries.jsonl").read_text() + json.dumps(
+        {"id": "bad", "text": "SELECT * FROM B\nWHERE B.temp >> 3"}) + "\n")
+    result = CliRunner().invoke(spark_group, ["backfill", "--queries", str(queries),
+                                              "--archive", str(archive), "--out", str(out)])
+    assert result.exit_code == 2, result.output + result.stderr
+    assert "query bad, WHERE clause, line 2, column 15" in result.stderr
+    assert not out.exists()
+
+
 def test_shared_backfill_of_fifty_generated_queries(session: Any, tmp_path: Path) -> None:
     """Workload J's first 50 queries: one shared job equals eval; the reference
     agrees on a sample (a job per query is what the shared job saves)."""

@@ -9,6 +9,7 @@ start. Exit status: 0 done; 1 the job failed (cluster unreachable, topic refused
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,21 +192,25 @@ def backfill_command(queries_file: Path | None, query_id: str | None, text: str 
         problem = names.query_id_problem(given)
         if problem:
             raise click.BadParameter(problem, param_hint="--query-id")
-    with _job() as start:
+    with _job() as start, ThreadPoolExecutor(1, thread_name_prefix="compile") as pool:
         codec = _codec(schemas_dir)
-        queries = _queries(queries_file, query_id, text, codec, bootstrap, topic_prefix)
         if explain:
-            click.echo(backfill.statement(queries[0], codec).sql)
+            query = _queries(queries_file, query_id, text, codec, bootstrap, topic_prefix)[0]
+            click.echo(backfill.statement(query, codec).sql)
             return
+        # compiled on a thread while Spark starts and plans the archive (the JVM's
+        # side, without the interpreter's lock): a bad query is reported then
+        compiling = pool.submit(_queries, queries_file, query_id, text, codec, bootstrap,
+                                topic_prefix)
         session = start(not reference)
         progress = Progress("backfill", None, unit="results")
         with StageProgress(session, progress):
             if reference:
-                backfill.run(session, queries[0], archive, codec, progress,
+                backfill.run(session, compiling.result()[0], archive, codec, progress,
                              allowed_lateness=allowed_lateness, out=out,
                              bootstrap=bootstrap, names=names)
             else:
-                shared.run(session, queries, archive, codec, progress,
+                shared.run(session, compiling.result, archive, codec, progress,
                            allowed_lateness=allowed_lateness, out=out, bootstrap=bootstrap,
                            names=names)
         progress.finish()

@@ -37,7 +37,7 @@ from juggler.language.model import TIMESTAMP, Query
 from juggler.runtime.topic_names import TopicNames
 from juggler.spark import merge, streams
 from juggler.spark.archive import (KEY, POSITION, data_columns, read_archive,
-                                   read_control_lines, spark_type)
+                                   read_control_lines, sql_type)
 from juggler.spark.errors import BadInput
 from juggler.spark.progress import Progress
 from juggler.wire.commands import Command, RegisterCommand
@@ -109,15 +109,14 @@ def arrivals(spark: SparkSession, archive: Path, codec: Codec, partitions: int) 
     hash of a few keys can give one core most of them (workload J's 20 keys hashed 11
     to 9, the second core then idle for the last seconds; docs/benchmarks.md, "Spark
     backfill"). A key still lies in one partition."""
-    from pyspark.sql import functions as F
-
     frames = read_archive(spark, archive, codec)
     every = [(s, c, kind) for s in sorted(frames) for c, kind in data_columns(codec, s)]
     union = None
     for stream, frame in frames.items():
-        part = frame.select(KEY, TIMESTAMP, POSITION, F.lit(stream).alias(STREAM), *(
-            (F.col(c) if s == stream else F.lit(None).cast(spark_type(kind)))
-            .alias(f"{s}{SEPARATOR}{c}") for s, c, kind in every))
+        # as SQL text, one call into the JVM per stream rather than several per column
+        part = frame.selectExpr(KEY, TIMESTAMP, POSITION, f"'{stream}' AS {STREAM}", *(
+            f"{f'`{c}`' if s == stream else f'CAST(NULL AS {sql_type(kind)})'} "
+            f"AS `{s}{SEPARATOR}{c}`" for s, c, kind in every))
         union = part if union is None else union.unionByName(part)
     assert union is not None
     return union.repartitionByRange(partitions, KEY).sortWithinPartitions(POSITION)
@@ -128,20 +127,21 @@ def output_schema() -> str:
     return f"{TRIGGER} long, {KEY} string, {SEQ} int, {QUERY} string, value binary"
 
 
-def evaluate(frame: DataFrame, plan: Plan,
+def evaluate(rows: RDD[Any], names: list[str], plan: Plan,
              counters: dict[str, Any]) -> RDD[tuple[Any, ...]]:
-    """Each partition through one engine: rows (trigger position, key, seq within the
+    """Each partition of `rows` (`arrivals`' rows, with the columns `names`) through
+    one engine, giving rows (trigger position, key, seq within the
     trigger's results, then the query and its encoded `juggler.Result`, or for eval's
     file the key's run of JSON lines at that trigger, seq its first's), each
     partition's in that order (`juggler.spark.merge.ORDER`). A row per run rather than
     per line: the driver's merge handles a row at a time, and a trigger's results come
     about 17 to a row at 1,000 queries (docs/benchmarks.md, "Spark backfill")."""
-    columns = {name: i for i, name in enumerate(frame.columns)}
+    columns = {name: i for i, name in enumerate(names)}
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-        return run_partition(plan, iter(rows), columns, counters)
+    def run(partition: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+        return run_partition(plan, iter(partition), columns, counters)
 
-    return frame.rdd.mapPartitions(run)
+    return rows.mapPartitions(run)
 
 
 def run_partition(plan: Plan, rows: Iterator[Any], columns: dict[str, int],
@@ -241,32 +241,39 @@ def _encoder(plan: Plan) -> Any:
     return encode
 
 
-def run(spark: SparkSession, queries: list[Query], archive: Path, codec: Codec,
-        progress: Progress, *, allowed_lateness: int = 0, out: Path | None = None,
-        bootstrap: str | None = None, names: TopicNames = streams.UNPREFIXED) -> None:
+def run(spark: SparkSession, queries: Callable[[], list[Query]], archive: Path,
+        codec: Codec, progress: Progress, *, allowed_lateness: int = 0,
+        out: Path | None = None, bootstrap: str | None = None,
+        names: TopicNames = streams.UNPREFIXED) -> None:
     """Backfill every query over `archive` in one job, into the JSON-lines file `out`
     (eval's lines in eval's order, written atomically) or onto the shared results
-    topic as the worker writes them."""
+    topic as the worker writes them.
+
+    `queries` is called once Spark has planned the archive's frame and sampled its
+    keys, which is the JVM's work (a second or two, most of it warming up): queries
+    compiled on another thread meanwhile cost the job no time of its own."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from juggler.wire.names import QUERY_HEADER
     from juggler.offline import atomic_outputs
 
-    shared = plan(queries, archive, codec, allowed_lateness)
+    context = spark.sparkContext
+    frame = arrivals(spark, archive, codec, context.defaultParallelism)
+    rows = frame.rdd  # Spark plans the frame here, and samples the keys' ranges
+    shared = plan(queries(), archive, codec, allowed_lateness)
     if out is None:
         shared = replace(shared, stream_topics={s: names.stream(s)
                                                 for s in codec.stream_names()},
                          results_topic=names.all_results)
-    context = spark.sparkContext
     counters = {name: context.accumulator(0) for name in ("late", "malformed", "results")}
-    frame = arrivals(spark, archive, codec, context.defaultParallelism)
-    batches = evaluate(frame, shared, counters).mapPartitionsWithIndex(merge.packed)
+    batches = evaluate(rows, frame.columns, shared, counters).mapPartitionsWithIndex(
+        merge.packed)
     batches.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         batches.count()  # runs the job; its counters are then complete
         progress.total = counters["results"].value
-        progress.note(f"{len(queries):,} queries and {len(shared.commands):,} control "
+        progress.note(f"{len(shared.queries):,} queries and {len(shared.commands):,} control "
                       f"lines over the archive: {progress.total:,} results; "
                       f"{counters['late'].value:,} late and "
                       f"{counters['malformed'].value:,} malformed events left out")
