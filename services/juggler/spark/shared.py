@@ -289,8 +289,8 @@ def run(spark: SparkSession, queries: Callable[[], list[Query]], archive: Path,
         assert bootstrap is not None
         header = F.struct(F.lit(QUERY_HEADER).alias("key"),
                           F.col(QUERY).cast("binary").alias("value"))
-        rows = batches.flatMap(merge.unpacked)
-        records = spark.createDataFrame(rows, output_schema()).select(
+        results = batches.flatMap(merge.unpacked)
+        records = spark.createDataFrame(results, output_schema()).select(
             F.lit(names.all_results).alias("topic"), F.col(KEY).cast("binary").alias("key"),
             "value", F.array(header).alias("headers"), TRIGGER, SEQ)
         streams.write(records, bootstrap, [TRIGGER, SEQ])
