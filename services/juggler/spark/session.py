@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from juggler.spark import shipping
+from juggler.spark import class_sharing, shipping
 from juggler.spark.connectors import connector_jars
 
 if TYPE_CHECKING:
@@ -40,10 +41,13 @@ def spark_session(app_name: str = "juggler", *, ui: bool = False,
     `python3`. Shuffles use few partitions: the jobs' data is keyed by entity and the
     local default of 200 partitions only adds scheduling overhead. With `python_work`
     a local JVM compiles with C1 only (`PYTHON_WORK_JAVA_OPTIONS`; the first call of a
-    process decides, as for every setting). The UI is on only
+    process decides, as for every setting). A local JVM shares its classes through an
+    archive that the first one writes (`juggler.spark.class_sharing`). The UI is on only
     with `ui` (the CLI's jobs print its address; tests and benchmarks need no web
     server).
     """
+    import pyspark
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     master = os.environ.get(MASTER_ENV, "local[*]")
@@ -61,8 +65,11 @@ def spark_session(app_name: str = "juggler", *, ui: bool = False,
     settings: dict[str, str] = {}
     if not local:
         settings = shipping.settings()
-    elif python_work:
-        settings = {"spark.driver.extraJavaOptions": PYTHON_WORK_JAVA_OPTIONS}
+    elif SparkContext._gateway is None:  # this call starts the JVM: its options
+        options = class_sharing.java_options(Path(pyspark.__file__).parent)
+        if python_work:
+            options = f"{PYTHON_WORK_JAVA_OPTIONS} {options}"
+        settings = {"spark.driver.extraJavaOptions": options}
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
