@@ -2,12 +2,12 @@
 kept in an archive that later JVMs map instead of loading and verifying them again.
 
 Why: a local session's JVM spends most of its start, and most of its first job's
-planning, loading Spark's classes (thousands of them). Mapped from an archive, a
-session started in 1.5 s instead of 2.8 and the backfill's first planning took 1.2 s
-instead of 2.3 (docs/benchmarks.md, "Spark backfill"). The JDK writes such an archive
-when a JVM started with `-XX:ArchiveClassesAtExit` exits (JDK 13 and later; JDK 19 can
-do it by itself, but Debian's is 17), so the first local session of an installation
-writes it, about 7 s at its process's exit, and every later one maps it.
+planning, loading Spark's classes (thousands of them); mapped from an archive, both
+take about half as long (docs/spark.md, docs/benchmarks.md "Spark backfill"). The JDK
+writes such an archive when a JVM started with `-XX:ArchiveClassesAtExit` exits (JDK
+13 and later; JDK 19 can do it by itself, but Debian's is 17), so the first local
+session of an installation writes it, seconds at its process's exit, and every later
+one maps it.
 
 The archive is named by a hash of what CDS checks it against: the JVM and the jars on
 Spark's classpath. A JVM that still finds it does not match ignores it: sharing is
@@ -23,6 +23,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ def finish(partial: Path, archive: Path) -> None:
     proc = getattr(gateway, "proc", None)
     if proc is None:
         return
+    sys.stderr.write("juggler: writing the Spark JVM's class archive for faster starts "
+                     "(once per installation) ...\n")
     try:
         if SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()

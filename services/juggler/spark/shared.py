@@ -134,8 +134,8 @@ def evaluate(rows: RDD[Any], names: list[str], plan: Plan,
     trigger's results, then the query and its encoded `juggler.Result`, or for eval's
     file the key's run of JSON lines at that trigger, seq its first's), each
     partition's in that order (`juggler.spark.merge.ORDER`). A row per run rather than
-    per line: the driver's merge handles a row at a time, and a trigger's results come
-    about 17 to a row at 1,000 queries (docs/benchmarks.md, "Spark backfill")."""
+    per line because the driver's merge, on one core, handles a row at a time
+    (docs/benchmarks.md, "Spark backfill")."""
     columns = {name: i for i, name in enumerate(names)}
 
     def run(partition: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
@@ -250,8 +250,8 @@ def run(spark: SparkSession, queries: Callable[[], list[Query]], archive: Path,
     topic as the worker writes them.
 
     `queries` is called once Spark has planned the archive's frame and sampled its
-    keys, which is the JVM's work (a second or two, most of it warming up): queries
-    compiled on another thread meanwhile cost the job no time of its own."""
+    keys, which is the JVM's work: queries compiled on another thread meanwhile
+    overlap it."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
