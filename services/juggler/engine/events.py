@@ -66,7 +66,8 @@ class LateEvent(Exception):
     The event is not joined and not stored; the caller dead-letters it with `reason`.
     """
 
-    def __init__(self, event: Event, maxts: int, allowed_lateness: int) -> None:
+    def __init__(self, event: Event | DecodedEvent, maxts: int,
+                 allowed_lateness: int) -> None:
         self.event = event
         self.reason = (f"late: ts {event.ts} < maxts {maxts} - allowed_lateness "
                        f"{allowed_lateness} for key {event.key!r}")

@@ -113,7 +113,7 @@ class NaiveEngine:
         self._horizon = max(self._horizon, query.window)
         if not history:
             return []
-        results = []
+        results: list[Result] = []
         for key in sorted(self._stored):
             candidates = [self._visible(reg, key, stream) for stream in query.streams]
             results.extend(self._results(reg, key, candidates))

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from juggler.engine.events import (EngineConfig, Event, KeySnapshot, LateEvent,
                                    RegistrationError, Result)
@@ -152,7 +152,7 @@ class NativeEngine:
 
     def process(self, event: Event) -> list[Result]:
         out = self._op.process(event)
-        if type(out) is int:
+        if isinstance(out, int):
             raise LateEvent(event, out, self.config.allowed_lateness)
         return out
 
@@ -161,7 +161,7 @@ class NativeEngine:
         (the empty tuple when there are none: nothing allocated per quiet event), or
         the LateEvent it would have raised."""
         lateness = self.config.allowed_lateness
-        return [LateEvent(e, out, lateness) if type(out) is int else out
+        return [LateEvent(e, out, lateness) if isinstance(out, int) else out
                 for e, out in zip(events, self._op.process_batch(events))]
 
     def process_batch_encoded(self, events: list[Event | DecodedEvent], budget: int
@@ -175,7 +175,7 @@ class NativeEngine:
         one whose Kafka key (the key in UTF-8) and body take more than `budget` bytes
         (`juggler.codec.bounded.result_budget`)."""
         lateness = self.config.allowed_lateness
-        return [LateEvent(e, out, lateness) if type(out) is int else out
+        return [LateEvent(e, out, lateness) if isinstance(out, int) else out
                 for e, out in zip(events, self._op.process_batch_encoded(events, budget))]
 
     def snapshot(self, key: str) -> KeySnapshot | None:
@@ -204,7 +204,8 @@ class NativeEngine:
     def held_events(self) -> dict[str, int]:
         return self._op.held_events()
 
-    def predicate_lists(self) -> list[tuple[str, str, str | None, float | None, int]]:
+    def predicate_lists(self) -> list[tuple[Literal["upper", "lower", "eq"], str,
+                                         str | None, float | None, int]]:
         """Every predicate list as (family "upper"/"lower"/"eq", left column, right
         column or None for an attribute list, factor, predicates sharing it): what
         the thesis's Figures 3.10-3.12 draw."""
