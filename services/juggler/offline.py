@@ -129,6 +129,7 @@ def evaluate(queries: Path, events: Path, out: Path, *, config: EngineConfig = E
         register(queries, line, query.id, query.text, False)
 
     with atomic_outputs(out, dead_letters) as (results_file, dead_file):
+        assert results_file is not None  # `out` is always given
         def emit(results: list[Result]) -> None:
             for result in results:
                 results_file.write(jsonl_line(result.to_json()))
@@ -217,12 +218,14 @@ def read_checked(path: Path, parse: Callable[[Any], Any]) -> Iterator[tuple[int,
 def _schemas(events: Path, schemas_dir: Path | None) -> Schemas:
     """The stream schemas: loaded from `--schemas`, or inferred; every event line is
     checked against them here, before anything runs."""
-    try:
-        schemas = Schemas(load_avro_schemas(schemas_dir) if schemas_dir else None)
-    except InputError as exc:
-        raise BadInput(schemas_dir, None, str(exc)) from None
-    except OSError as exc:
-        raise BadInput(schemas_dir, None, f"cannot read: {exc.strerror or exc}") from None
+    schemas = Schemas()
+    if schemas_dir:
+        try:
+            schemas = Schemas(load_avro_schemas(schemas_dir))
+        except InputError as exc:
+            raise BadInput(schemas_dir, None, str(exc)) from None
+        except OSError as exc:
+            raise BadInput(schemas_dir, None, f"cannot read: {exc.strerror or exc}") from None
     for line, record in read_checked(events, parse_event_line):
         if isinstance(record, EventRecord):
             conform(schemas, events, line, record)
@@ -268,7 +271,7 @@ def jsonl_line(obj: dict[str, Any]) -> str:
 def atomic_outputs(*targets: Path | None) -> Iterator[tuple[IO[str] | None, ...]]:
     """Temporary files beside each target, renamed over the targets (os.replace) only
     if the block finishes; on any error they are removed and the targets untouched."""
-    temps: list[tuple[IO[str], Path] | None] = []
+    temps: list[tuple[IO[str], Path, Path] | None] = []  # (handle, temporary, target)
     with ExitStack() as stack:
         try:
             for target in targets:
@@ -284,14 +287,14 @@ def atomic_outputs(*targets: Path | None) -> Iterator[tuple[IO[str] | None, ...]
                                    f"cannot write: {exc.strerror or exc}") from None
                 os.chmod(fd, 0o666 & ~_umask())
                 handle = stack.enter_context(open(fd, "w", encoding="utf-8", newline="\n"))
-                temps.append((handle, Path(name)))
+                temps.append((handle, Path(name), target))
             yield tuple(t[0] if t else None for t in temps)
             for temp in temps:
                 if temp:
                     temp[0].close()
-            for temp, target in zip(temps, targets):
+            for temp in temps:
                 if temp:
-                    os.replace(temp[1], target)
+                    os.replace(temp[1], temp[2])
         except BaseException:
             for temp in temps:
                 if temp:

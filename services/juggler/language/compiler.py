@@ -86,7 +86,7 @@ def unknown_streams(query_id: str, text: str, catalog: Catalog,
         syntax = parse(text, query_id)
     except QueryError:
         return {}
-    unknown = {item.name: {} for item in syntax.streams
+    unknown: dict[str, dict[str, ColumnType]] = {item.name: {} for item in syntax.streams
                if item.name not in catalog and not _splits(item.name, catalog)}
     if not unknown:
         return {}
@@ -103,6 +103,7 @@ def unknown_streams(query_id: str, text: str, catalog: Catalog,
         for mine, other in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
             if not isinstance(mine, ColumnName) or mine.ref.stream not in unknown:
                 continue
+            found: ColumnType | None
             if isinstance(other, StringLit):
                 found = ColumnType.STRING
             elif isinstance(other, BoolLit):
