@@ -153,6 +153,17 @@ def test_submission_texts() -> None:
         "REJECTED REGISTER q1 (juggler.control offset 5): query q1: unknown stream 'X'", 1)
 
 
+def test_a_batch_exits_with_its_worst_status_beyond_the_lines_it_shows() -> None:
+    """More rejected commands than are shown, then one without an answer: the exit
+    status is the unanswered one's, and the counts cover every command."""
+    bad = CommandStatus("q1", "REGISTER", "REJECTED", "query q1: unknown stream 'X'", 5)
+    subs = [_submission(bad)] * (report.SHOWN + 1) + [_submission(None)]
+    text, code = report.submissions(subs, waited=True, timeout=1)
+    assert code == report.EXIT_NO_STATUS
+    assert len(text.splitlines()) == report.SHOWN + 1
+    assert text.splitlines()[-1].startswith(f"0 accepted, {report.SHOWN + 1} rejected, 1 not")
+
+
 def _view() -> ControlView:
     """One id in each state (two registered, one of them with a pending repeat)."""
     view = ControlView()

@@ -48,14 +48,15 @@ def submission(sub: Submission, *, waited: bool, timeout: float) -> tuple[str, i
 def submissions(subs: list[Submission], *, waited: bool, timeout: float) -> tuple[str, int]:
     """The summary of a batch: one line per rejected or unanswered command, then the
     counts; the exit status is the worst of the commands'."""
-    lines, worst = [], EXIT_ACCEPTED
+    lines: list[str] = []
+    worst = EXIT_ACCEPTED
     counts = {EXIT_ACCEPTED: 0, EXIT_REJECTED: 0, EXIT_NO_STATUS: 0}
     for sub in subs:
         text, status = submission(sub, waited=waited, timeout=timeout)
         counts[status] += 1
+        worst = max(worst, status, key=[EXIT_ACCEPTED, EXIT_REJECTED, EXIT_NO_STATUS].index)
         if status != EXIT_ACCEPTED and len(lines) < SHOWN:
             lines.append(text)
-            worst = max(worst, status, key=[EXIT_ACCEPTED, EXIT_REJECTED, EXIT_NO_STATUS].index)
     if not waited:
         return f"sent {len(subs)} commands; not waiting for their statuses", EXIT_ACCEPTED
     partitions = next((s.live[1] for s in subs if s.live), 0)
