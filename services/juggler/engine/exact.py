@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Union
+from typing import TypeGuard, Union
 
 from juggler.language.model import AttributePredicate, Op, PairPredicate
 
@@ -88,7 +88,7 @@ def exact_difference(x: Number, factor: Fraction, y: Number) -> Fraction:
     return Fraction(x) - factor * Fraction(y)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
