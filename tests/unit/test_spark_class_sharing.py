@@ -47,3 +47,12 @@ def test_a_writer_that_died_leaves_no_partial_archive(spark_home: Path) -> None:
     class_sharing._remove_abandoned(archive.parent)
     assert not abandoned.exists()
     assert writing.exists()  # its writer (this process) is alive
+
+
+def test_only_the_most_recently_used_archives_are_kept(tmp_path: Path) -> None:
+    for age, name in enumerate(["newest", "newer", "older", "oldest"]):
+        archive = tmp_path / f"{name}.jsa"
+        archive.write_bytes(b"classes")
+        os.utime(archive, (1_000_000 - age, 1_000_000 - age))
+    class_sharing._remove_unused(tmp_path)
+    assert sorted(p.stem for p in tmp_path.iterdir()) == ["newer", "newest", "older"]

@@ -33,6 +33,9 @@ QUIET = "-Xlog:cds*=off"
 """CDS's log lines (a writer warns about every class it cannot archive) switched off."""
 EXIT_WAIT = 120.0
 """Seconds the writing process waits, at its exit, for its JVM to write the archive."""
+KEPT = 3
+"""Archives kept (the most recently used): each installation (a checkout's virtual
+environment, a CI clone at a new path) has its own, of about 180 MB."""
 
 
 def java_options(spark_home: Path) -> str:
@@ -40,6 +43,7 @@ def java_options(spark_home: Path) -> str:
     archive, or, if there is none yet, write one when the JVM exits (`finish`)."""
     archive = _archive(spark_home)
     if archive.exists():
+        os.utime(archive)  # used: `_remove_unused` keeps the most recently used
         return f"-XX:SharedArchiveFile={archive} {QUIET}"
     archive.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(archive.parent)
@@ -69,6 +73,7 @@ def finish(partial: Path, archive: Path) -> None:
         written = False
     if written:
         os.replace(partial, archive)
+        _remove_unused(archive.parent)
     else:
         partial.unlink(missing_ok=True)
 
@@ -94,3 +99,16 @@ def _remove_abandoned(directory: Path) -> None:
             partial.unlink(missing_ok=True)
         except PermissionError:  # another user's live process
             pass
+
+
+def _remove_unused(directory: Path) -> None:
+    """All but the `KEPT` most recently used archives (a JVM mapping one keeps its
+    mapping when the file goes)."""
+    def used(archive: Path) -> float:
+        try:
+            return archive.stat().st_mtime
+        except FileNotFoundError:  # removed by another process meanwhile
+            return 0.0
+
+    for stale in sorted(directory.glob("*.jsa"), key=used, reverse=True)[KEPT:]:
+        stale.unlink(missing_ok=True)
