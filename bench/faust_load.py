@@ -190,7 +190,7 @@ def faust_batches(bootstrap: str, app_id: str) -> int:
 
     topic, mark = f"{app_id}-state-changelog", b"/" + MARK.encode()
     ends = log_ends(AdminClient(client_config(bootstrap)), [(topic, p) for p in range(PARTITIONS)])
-    consumer = Consumer(client_config(bootstrap, **{
+    consumer = Consumer(client_config(bootstrap, {
         "group.id": f"marks-{time.time()}", "enable.auto.commit": False, "log_level": 0}))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     marks, seen, deadline = 0, 0, time.monotonic() + 300
@@ -392,7 +392,7 @@ def late_letters(bootstrap: str, prefix: str) -> set[tuple[str, int, int]]:
     partitions = [p for p in partitions if ends[(topic, p)] > 0]  # no position in an empty one
     if not partitions:
         return set()
-    consumer = Consumer(client_config(bootstrap, **{
+    consumer = Consumer(client_config(bootstrap, {
         "group.id": f"late-{time.time()}", "isolation.level": "read_committed",
         "enable.auto.commit": False, "log_level": 0}))
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

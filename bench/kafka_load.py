@@ -275,7 +275,7 @@ def committed_records(bootstrap: str, topic: str, partitions: int = PARTITIONS
 
     ends = log_ends(AdminClient(client_config(bootstrap)), [(topic, p) for p in range(partitions)])
     parts = [p for p in range(partitions) if ends[(topic, p)] > 0]
-    consumer = Consumer(client_config(bootstrap, **{
+    consumer = Consumer(client_config(bootstrap, {
         "group.id": f"results-{time.time()}", "isolation.level": "read_committed",
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0}))
     consumer.assign([TopicPartition(topic, p, 0) for p in parts])
@@ -300,7 +300,7 @@ def ceiling(bootstrap: str, prefix: str, count: int, streams: Iterable[str] = ("
     from juggler.codec.avro import Codec
 
     codec = Codec()
-    consumer = Consumer(client_config(bootstrap, **{
+    consumer = Consumer(client_config(bootstrap, {
         "group.id": f"ceiling-{time.time()}", "enable.auto.commit": False, "log_level": 0,
         "fetch.max.bytes": 52_428_800}))
     topics = {f"{prefix}juggler.stream.{s}": s for s in streams}
@@ -392,7 +392,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     produced_at: dict[tuple[str, int, int], float] = {}
     sent_at: dict[int, float] = {}
     latencies: list[float] = []
-    consumer = Consumer(client_config(bootstrap, **{
+    consumer = Consumer(client_config(bootstrap, {
         "group.id": f"latency-{time.time()}", "isolation.level": "read_committed",
         "enable.auto.commit": False, "log_level": 0}))
     results_topics = [results[0] if results else f"{prefix}juggler.results"]  # all queries

@@ -41,7 +41,7 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     apply_topics(bootstrap, prefix=prefix, partitions=1)
     names = TopicNames(prefix)
     codec = Codec()
-    producer = Producer(client_config(bootstrap, **{
+    producer = Producer(client_config(bootstrap, {
         "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4", "log_level": 0}))
     stream_topic = names.stream("B")
     refs: list[held_state.Ref] = []
@@ -76,7 +76,7 @@ def commit_processed(bootstrap: str, prefix: str, app_id: str, n: int) -> None:
     """The group's offsets as the worker left them: stream B's N events processed."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(client_config(bootstrap, **{"group.id": app_id, "log_level": 0,
+    consumer = Consumer(client_config(bootstrap, {"group.id": app_id, "log_level": 0,
                                                     "enable.auto.commit": False}))
     try:
         consumer.commit(offsets=[TopicPartition(TopicNames(prefix).stream("B"), 0, n)],

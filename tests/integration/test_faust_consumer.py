@@ -80,7 +80,7 @@ def abort_a_result(bootstrap: str, topic: str) -> records.Result:
 
     result = records.Result(query="aborted", key="p1", ts=1, row={"H.alert": True},
                             sources={"H": records.Position(topic, 0, 0)})
-    producer = Producer(client_config(bootstrap, **{"transactional.id": unique("abort-")}))
+    producer = Producer(client_config(bootstrap, {"transactional.id": unique("abort-")}))
     partitions = producer.list_topics(topic, timeout=10).topics[topic].partitions
     producer.init_transactions(30)
     producer.begin_transaction()

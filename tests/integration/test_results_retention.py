@@ -81,7 +81,7 @@ def test_results_below_a_moved_log_start_are_no_longer_served(running) -> None:
     partition = max({p for p, _ in stored}, key=lambda p: sum(q == p for q, _ in stored))
     offsets = [o for p, o in stored if p == partition]
     cut = offsets[len(offsets) // 2]
-    admin = AdminClient(client_config(client.bootstrap, log_level=0))
+    admin = AdminClient(client_config(client.bootstrap, {"log_level": 0}))
     deleted, = admin.delete_records([TopicPartition(topic, partition, cut)]).values()
     assert deleted.result().low_watermark == cut
 

@@ -138,8 +138,9 @@ def _first_error(security: Security, bootstrap: str, timeout: float = 30.0) -> s
     from confluent_kafka import Consumer
 
     errors: list[Any] = []
-    consumer = Consumer(client_config(bootstrap, security, **{
-        "group.id": unique("refused-"), "error_cb": errors.append, "log_level": 0}))
+    consumer = Consumer(client_config(bootstrap, {
+        "group.id": unique("refused-"), "error_cb": errors.append, "log_level": 0},
+        security=security))
     try:
         deadline = time.monotonic() + timeout
         while not errors and time.monotonic() < deadline:

@@ -110,7 +110,7 @@ class Client:
 
         from juggler.kafka.client_config import client_config
 
-        consumer = Consumer(client_config(self.bootstrap, **{
+        consumer = Consumer(client_config(self.bootstrap, {
             "group.id": unique("read-"), "isolation.level": "read_committed",
             "enable.partition.eof": True, "auto.offset.reset": "earliest",
             "enable.auto.commit": False, "log_level": 0}))

@@ -25,7 +25,7 @@ def ca(tmp_path: Path) -> Path:
 
 
 def test_plaintext_by_default() -> None:
-    assert client_config("k:9092", Security.from_env({}), **{"group.id": "g"}) == {
+    assert client_config("k:9092", {"group.id": "g"}, security=Security.from_env({})) == {
         "bootstrap.servers": "k:9092", "security.protocol": "PLAINTEXT", "group.id": "g"}
 
 
@@ -33,7 +33,7 @@ def test_sasl_ssl_for_librdkafka_and_for_spark(ca: Path) -> None:
     security = Security.from_env(env(security_protocol="sasl_ssl",
                                      sasl_mechanism="scram-sha-512", sasl_username="app",
                                      sasl_password='pa"ss\\word', ssl_ca_location=str(ca)))
-    assert client_config("k:9093", security) == {
+    assert client_config("k:9093", security=security) == {
         "bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "app",
         "sasl.password": 'pa"ss\\word', "ssl.ca.location": str(ca)}

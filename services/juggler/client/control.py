@@ -363,7 +363,7 @@ def _consumer(bootstrap: str) -> Consumer:
     from confluent_kafka import Consumer
 
     # assign() only: the group id is never joined and nothing is committed
-    return Consumer(client_config(bootstrap, **{
+    return Consumer(client_config(bootstrap, {
         "group.id": f"juggler-cli-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "log_level": 0}))
 

@@ -22,7 +22,7 @@ def records(bootstrap: str, topics: list[str], *, from_beginning: bool, follow: 
     """Messages of `topics` (those that exist), every partition, in arrival order."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
-    consumer = Consumer(client_config(bootstrap, **{
+    consumer = Consumer(client_config(bootstrap, {
         "group.id": "juggler-cli-tail", "enable.auto.commit": False,
         "isolation.level": "read_committed", "log_level": 0}))
     try:

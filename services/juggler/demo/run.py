@@ -235,7 +235,7 @@ class ResultsReader:
         from juggler.kafka.client_config import client_config
 
         self.topics = [RESULTS]  # every query's results, the query id in each record
-        self.consumer = Consumer(client_config(bootstrap, **{
+        self.consumer = Consumer(client_config(bootstrap, {
             "group.id": "juggler-demo-view", "isolation.level": "read_committed",
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0}))
         self.codec = Codec()

@@ -424,7 +424,7 @@ def admin_ready(bootstrap: str, timeout: float = 5.0) -> bool:
     from juggler.kafka.client_config import Security, client_config
 
     # the broker's own PLAINTEXT listener, whatever the environment says about clusters
-    admin = AdminClient(client_config(bootstrap, Security(), log_level=0))
+    admin = AdminClient(client_config(bootstrap, {"log_level": 0}, security=Security()))
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException:

@@ -142,13 +142,13 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def client_config(bootstrap: str, security: Security | None = None,
-                  **settings: Any) -> dict[str, Any]:
+def client_config(bootstrap: str, settings: Mapping[str, object] | None = None, *,
+                  security: Security | None = None) -> dict[str, Any]:
     """A confluent-kafka Producer / Consumer / AdminClient config: `bootstrap`, the
     security settings (default: `Security.from_env()`), then the client's own
-    `settings` (librdkafka names, e.g. `**{"group.id": "g"}`)."""
+    `settings` (librdkafka names, e.g. `{"group.id": "g"}`)."""
     chosen = Security.from_env() if security is None else security
-    return {"bootstrap.servers": bootstrap, **chosen.librdkafka(), **settings}
+    return {"bootstrap.servers": bootstrap, **chosen.librdkafka(), **(settings or {})}
 
 
 def spark_options(bootstrap: str, security: Security | None = None) -> dict[str, str]:

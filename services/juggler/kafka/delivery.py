@@ -30,7 +30,7 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
             timeout: float) -> list[Sent]:
     """Produce `records` (key, value) in order with one idempotent producer; where each
     landed, in the same order."""
-    producer = Producer(client_config(bootstrap, **{
+    producer = Producer(client_config(bootstrap, {
         "enable.idempotence": True, "acks": "all", "linger.ms": 5,
         "message.timeout.ms": max(1, int(timeout * 1000)), "log_level": 0}))
     require_topic(producer, topic, timeout)

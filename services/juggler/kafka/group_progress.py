@@ -22,7 +22,7 @@ class GroupProgress:
     def __init__(self, bootstrap: str, group: str) -> None:
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer(client_config(bootstrap, **{
+        self.consumer = Consumer(client_config(bootstrap, {
             "group.id": group, "enable.auto.commit": False, "log_level": 0}))
 
     def behind(self, last: Last) -> int:
@@ -83,7 +83,7 @@ def progress(bootstrap: str, group: str, topics: list[str],
 
     from juggler.kafka.offsets import group_offsets, log_ends
 
-    admin = AdminClient(client_config(bootstrap, log_level=0))
+    admin = AdminClient(client_config(bootstrap, {"log_level": 0}))
     metadata = admin.list_topics(timeout=30)
     tps = [(t, p) for t in topics if t in metadata.topics
            for p in sorted(metadata.topics[t].partitions)]

@@ -38,7 +38,7 @@ class EventProducer:
         self.errors: list[str] = []
         self.last_offsets: dict[tuple[str, int], int] = {}
         """(topic, partition) -> offset of the last record delivered there."""
-        self.producer = Producer(client_config(bootstrap, **{
+        self.producer = Producer(client_config(bootstrap, {
             "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 5,
             "log_level": 0, **config}))
 

@@ -253,7 +253,7 @@ def admin_client(bootstrap: str) -> AdminClient:
 
     from juggler.kafka.client_config import client_config
 
-    return AdminClient(client_config(bootstrap, log_level=0))
+    return AdminClient(client_config(bootstrap, {"log_level": 0}))
 
 
 def _admin(admin_or_bootstrap: AdminClient | str) -> AdminClient:

@@ -91,7 +91,7 @@ def refusal(app_id: str, mine: GroupSettings, claim: Claim) -> str:
 def reset(bootstrap: str, prefix: str, app_id: str, timeout: float) -> None:
     """Let the next member to start set the group's settings: refused while the group
     has members (they run with the settings being replaced). Raises `ControlError`."""
-    admin = AdminClient(client_config(bootstrap, log_level=0))
+    admin = AdminClient(client_config(bootstrap, {"log_level": 0}))
     members = _members(admin, app_id, timeout)
     if members:
         hosts = ", ".join(sorted(f"{m.client_id}@{m.host}" for m in members))
