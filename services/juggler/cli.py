@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -138,7 +139,7 @@ def worker_command(**options: object) -> None:
     from juggler.runtime.settings import Settings
 
     try:
-        settings = Settings.from_env(**options)
+        settings = Settings.from_env(overrides=options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if settings.runtime == "faust":
@@ -659,9 +660,11 @@ def demo_command(seconds: float, rate: float, patients: int, seed: int,
         raise click.UsageError("the security settings are for --bootstrap's cluster; "
                                "the demo's own local broker is PLAINTEXT")
     options = DemoOptions(seconds=seconds, rate=rate, patients=patients, seed=seed,
-                          show=show, bootstrap=bootstrap,
-                          **({"queries": queries} if queries else {}),
-                          **({"runtime": runtime} if runtime else {}))
+                          show=show, bootstrap=bootstrap)
+    if queries:
+        options = replace(options, queries=queries)
+    if runtime:
+        options = replace(options, runtime=runtime)
     try:
         run(options)
     except ControlError as exc:

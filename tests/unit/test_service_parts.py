@@ -17,18 +17,18 @@ def test_settings_from_env_and_overrides() -> None:
     env = {"JUGGLER_BOOTSTRAP": "k:9092", "JUGGLER_WEB_PORT": "7000",
            "JUGGLER_ALLOWED_LATENESS": "5", "JUGGLER_CREATE_TOPICS": "false",
            "JUGGLER_SCHEMAS_DIR": "/x", "JUGGLER_SESSION_TIMEOUT": "6.5", "JUGGLER_ORDER": "wja"}
-    s = Settings.from_env(env, web_port=None, retention=9)
+    s = Settings.from_env(env, {"web_port": None, "retention": 9})
     assert (s.bootstrap, s.web_port, s.allowed_lateness, s.retention) == ("k:9092", 7000, 5, 9)
     assert s.create_topics is False and s.schemas_dir == Path("/x")
     assert s.session_timeout == 6.5 and s.order == "WJA"
     assert s.max_idle_ms == 500 and Settings.from_env({"JUGGLER_MAX_IDLE_MS": "0"}).max_idle_ms == 0
     with pytest.raises(ValueError, match="max_idle_ms"):
-        Settings.from_env({}, max_idle_ms=-1)
+        Settings.from_env({}, {"max_idle_ms": -1})
     assert (s.idle_estimate, s.idle_margin_ms) == (True, 20)
     off = Settings.from_env({"JUGGLER_IDLE_ESTIMATE": "false", "JUGGLER_IDLE_MARGIN_MS": "5"})
     assert (off.idle_estimate, off.idle_margin_ms) == (False, 5)
     with pytest.raises(ValueError, match="idle_margin_ms"):
-        Settings.from_env({}, idle_margin_ms=-1)
+        Settings.from_env({}, {"idle_margin_ms": -1})
     with pytest.raises(ValueError, match="order"):
         Settings.from_env({"JUGGLER_ORDER": "AAA"})
 

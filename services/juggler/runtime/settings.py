@@ -105,7 +105,8 @@ class Settings:
     loglevel: str = "info"
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None,
+                 overrides: Mapping[str, object] | None = None) -> Settings:
         """`JUGGLER_<FIELD>` for every field (e.g. `JUGGLER_WEB_PORT`), then `overrides`
         (None values are ignored, so CLI options that were not given keep the env)."""
         env = os.environ if environ is None else environ
@@ -114,7 +115,7 @@ class Settings:
             raw = env.get(f"JUGGLER_{f.name.upper()}")
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
         return cls(**values).checked()
 
     def checked(self) -> Settings:
