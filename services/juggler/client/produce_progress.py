@@ -31,7 +31,11 @@ def progress_bar(events: Path | None, out: TextIO) -> Iterator[Callable[[Produce
     # `produce` reports every 1000 lines, already coarse: draw each report
     with tqdm(total=total, unit=" lines", file=out, dynamic_ncols=True, leave=False,
               desc="produce", mininterval=0, miniters=1) as bar:
-        yield lambda done: bar.update(done.events + done.commands - bar.n)
+
+        def draw(done: Produced) -> None:
+            bar.update(done.events + done.commands - bar.n)
+
+        yield draw
 
 
 def _lines(path: Path) -> int:

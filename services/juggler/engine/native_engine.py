@@ -31,11 +31,11 @@ from juggler.engine.exact import (attribute_holds, equality_key, lower_threshold
                                   pair_holds, to_float, upper_threshold)
 from juggler.engine.rust_core import DecodedEvent, Operator
 from juggler.engine.orders import TYPES, check_order
-from juggler.engine.predicate_specs import (EqSpec, PairEqSpec, PairRangeSpec,
-                                            PredicateSpec, RangeSpec)
+from juggler.engine.predicate_specs import (EqConstant, EqSpec, PairEqSpec,
+                                            PairRangeSpec, PredicateSpec, RangeSpec)
 from juggler.engine.shared_registry import Lineage, SharedRegistries
-from juggler.language.model import (AttributePredicate, Op, PairPredicate, Predicate,
-                                    Query)
+from juggler.language.model import (AttributePredicate, Constant, Op, PairPredicate,
+                                    Predicate, Query)
 
 _LOWER = (Op.GT, Op.GE)
 _UPPER = (Op.LT, Op.LE)
@@ -266,26 +266,34 @@ class NativeEngine:
 
     def _compile(self, p: Predicate) -> PredicateSpec:
         op = self._op
-        spec, constants = _constants(p)
         if isinstance(p, AttributePredicate):
-            return spec(self._id(p), *op.slot(p.column.stream, p.column.column), *constants)
-        return spec(self._id(p), op.slot(p.left.stream, p.left.column),
-                    op.slot(p.right.stream, p.right.column), *constants)
+            spec, constants = _attribute_constants(p)
+            stream, slot = op.slot(p.column.stream, p.column.column)
+            return spec(self._id(p), stream, slot, *constants)
+        pair, pair_constants = _pair_constants(p)
+        return pair(self._id(p), op.slot(p.left.stream, p.left.column),
+                    op.slot(p.right.stream, p.right.column), *pair_constants)
+
+
+# A predicate's spec class and the fields after its columns, exact thresholds: the part
+# of its compiled form every engine shares, computed once per process, not once per
+# partition's engine (in rational arithmetic, it was a third of each engine's
+# registration, and every partition registers every query).
+
+@lru_cache(maxsize=1 << 18)
+def _attribute_constants(p: AttributePredicate) -> tuple[type[RangeSpec] | type[EqSpec],
+                                                         tuple[Any, ...]]:
+    k = p.constant
+    if isinstance(k, Fraction) and p.op in _LOWER:
+        return RangeSpec, (True, lower_threshold(p.op, k), _int_threshold(p.op, k))
+    if isinstance(k, Fraction) and p.op in _UPPER:
+        return RangeSpec, (False, upper_threshold(p.op, k), _int_threshold(p.op, k))
+    return EqSpec, (p.op is Op.EQ, _eq_constant(k))
 
 
 @lru_cache(maxsize=1 << 18)
-def _constants(p: Predicate) -> tuple[type[PredicateSpec], tuple]:
-    """A predicate's spec class and the fields after its columns, exact thresholds, the
-    part of its compiled form every engine shares: computed once per process, not once
-    per partition's engine (in rational arithmetic, it was a third of each engine's
-    registration, and every partition registers every query)."""
-    if isinstance(p, AttributePredicate):
-        k = p.constant
-        if isinstance(k, Fraction) and p.op in _LOWER:
-            return RangeSpec, (True, lower_threshold(p.op, k), _int_threshold(p.op, k))
-        if isinstance(k, Fraction) and p.op in _UPPER:
-            return RangeSpec, (False, upper_threshold(p.op, k), _int_threshold(p.op, k))
-        return EqSpec, (p.op is Op.EQ, _eq_constant(k))
+def _pair_constants(p: PairPredicate) -> tuple[type[PairRangeSpec] | type[PairEqSpec],
+                                               tuple[Any, ...]]:
     factor = (to_float(p.factor),
               int(p.factor) if p.factor.denominator == 1 and abs(p.factor) < _I64 else None)
     o = p.offset
@@ -331,7 +339,7 @@ def _int_threshold(op: Op, k: Fraction) -> int:
     return math.floor(k)
 
 
-def _eq_constant(k: Any) -> tuple:
+def _eq_constant(k: Constant) -> EqConstant:
     """How the operator hashes an `=`/`!=` constant: ints and integral doubles alike
     (Python's `1 == 1.0`), never for a rational no event value can equal."""
     if isinstance(k, bool):
@@ -339,9 +347,9 @@ def _eq_constant(k: Any) -> tuple:
     if isinstance(k, str):
         return ("s", k)
     key = equality_key(k)
-    if key is None:
-        return ("never",)
     if isinstance(key, int) and -_I64 <= key < _I64:
         return ("i", key)
+    if not isinstance(key, (int, float)):  # None: no event value equals it
+        return ("never",)
     near = float(key) if abs(key) < 2**1024 else math.inf
     return ("f", near) if near == key else ("never",)

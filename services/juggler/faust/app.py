@@ -94,9 +94,12 @@ app = faust.App(
     **_broker_settings(settings),
 )
 
-app.web.web_app.middlewares.append(json_errors)
+# faust's interface types (`Web`, `StreamT`, `TableManagerT`, a signal receiver) omit
+# what its concrete classes have and its documentation uses: the `type: ignore`s below
+# mark each such use
+app.web.web_app.middlewares.append(json_errors)  # type: ignore[attr-defined]
 if settings.web_token:
-    app.web.web_app.middlewares.append(bearer_token(settings.web_token))
+    app.web.web_app.middlewares.append(bearer_token(settings.web_token))  # type: ignore[attr-defined]
 
 inputs = app.topic(*(names.stream(s) for s in job.streams), names.fanout,
                    key_serializer="raw", value_serializer="raw", partitions=job.partitions)
@@ -116,13 +119,14 @@ job.registered = app.Table("registered", partitions=1, key_type=bytes, value_typ
 
 @app.agent(inputs)
 async def events(stream: faust.StreamT) -> None:
-    async for event in stream.noack().events():
+    async for event in stream.noack().events():  # type: ignore[attr-defined]
         await job.stream_record(event)
 
 
 @app.agent(control)
 async def commands(stream: faust.StreamT) -> None:
-    async for events in stream.noack().take_events(settings.batch_max, within=COMMAND_WAIT):
+    async for events in stream.noack().take_events(  # type: ignore[attr-defined]
+            settings.batch_max, within=COMMAND_WAIT):
         await job.control_records(events)
 
 
@@ -148,26 +152,26 @@ async def pump() -> None:
         os._exit(FAILURE_EXIT)
 
 
-@app.on_partitions_assigned.connect
+@app.on_partitions_assigned.connect  # type: ignore[arg-type]
 async def assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
     topics = {names.stream(s) for s in job.streams} | {names.fanout}
     job.owned = {tp.partition for tp in assigned if tp.topic in topics}
 
 
-@app.on_partitions_revoked.connect
+@app.on_partitions_revoked.connect  # type: ignore[arg-type]
 async def revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
     topics = {names.stream(s) for s in job.streams} | {names.fanout}
     await job.revoked({tp.partition for tp in revoked if tp.topic in topics},
                       any(tp.topic == names.control for tp in revoked))
 
 
-@app.on_before_shutdown.connect
+@app.on_before_shutdown.connect  # type: ignore[arg-type]
 async def stop_results_index(sender: Any, **kwargs: Any) -> None:
     if job.results_store is not None:
         job.results_store.stop()
 
 
-@app.on_rebalance_complete.connect
+@app.on_rebalance_complete.connect  # type: ignore[arg-type]
 async def rebalanced(sender: Any, **kwargs: Any) -> None:
     """Faust recovered the tables of the new assignment and is about to resume the
     streams: the tasks of the assigned partitions are restored first, so the pages see
@@ -185,7 +189,7 @@ async def rewind(inputs: list[Any]) -> None:
     """Once Faust resumed the streams, seek to their start the input partitions the
     group never committed an offset in and nothing arrived from yet
     (`FaustJob.never_committed` says why)."""
-    await app.tables.recovery.completed.wait()
+    await app.tables.recovery.completed.wait()  # type: ignore[attr-defined]
     for tp in job.never_committed(inputs):
         if (tp.topic, tp.partition) not in job.arrived:
             await app.consumer.seek(tp, 0)
@@ -198,7 +202,8 @@ class Health(View):
     cannot be reached (as the worker's `/health`)."""
 
     async def get(self, request: Request) -> Response:
-        body = {"app": settings.app_id, "runtime": "faust", "partitions": sorted(job.tasks)}
+        body: dict[str, object] = {"app": settings.app_id, "runtime": "faust",
+                                   "partitions": sorted(job.tasks)}
         if job.results_store is not None:  # its indexer watched as the worker's is
             body["results_index"] = job.results_store.health()
         reason = job.unavailable()
@@ -228,7 +233,8 @@ class Results(View):
     handler = staticmethod(results_handler(job))
 
     async def get(self, request: Request, query_id: str) -> Response:
-        return await self.handler(request)
+        # under faust's aiohttp driver its Request and Response are aiohttp's
+        return await self.handler(request)  # type: ignore[arg-type, return-value]
 
 
 def main() -> None:

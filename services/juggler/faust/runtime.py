@@ -303,7 +303,7 @@ class FaustJob(Job):
         await self._send_table(table, partition, changes, wait=True)
 
     async def _send_table(self, table: Any, partition: int,
-                          changes: list[tuple[bytes, bytes | None]], wait: bool) -> None:
+                          changes: Sequence[tuple[bytes, bytes | None]], wait: bool) -> None:
         """Write `changes` to the table's store and its changelog partition (where Faust's
         recovery reads them back), in order."""
         topic = table.changelog_topic.get_topic_name()
@@ -338,7 +338,9 @@ class FaustJob(Job):
         task.order.barrier_position = offsets.get(self.names.fanout)
         topics = {self.names.stream(s): s for s in self.streams}
         ends = await asyncio.to_thread(log_ends, self.admin, [(t, p) for t in topics])
-        task.order.catch_up({topics[t]: end for (t, _), end in ends.items()})
+        order = task.order
+        assert isinstance(order, ReorderBuffer), "this runtime's `arrival_order`"
+        order.catch_up({topics[t]: end for (t, _), end in ends.items()})
         self._marks[p] = restored.mark
         self._unacked[p] = {}
         replay = {t: end for t, end in restored.publishing.items() if end > offsets.get(t, 0)}

@@ -120,7 +120,8 @@ def restore(partition: int, data: MutableMapping[bytes, bytes]) -> Restored:
     state = TaskState()
     repairs: list[tuple[bytes, bytes | None]] = []
     for state_key, stored in mine.items():
-        batch, value, previous = opened(stored)
+        batch, latest, previous = opened(stored)
+        value: bytes | None = latest
         if batch > mark.batch:
             key = prefix + state_key
             repairs.append((key, None if previous is None
@@ -138,7 +139,7 @@ def _drop_rewritten(partition: int, state: TaskState) -> list[tuple[bytes, bytes
     tombstoned after that batch's mark, so a crash in between leaves both. The older
     one goes (from `state` too): every event it still holds is in the newer."""
     seen: set[int] = set()
-    gone = []
+    gone: list[tuple[bytes, bytes | None]] = []
     for key in sorted(state.refs, key=lambda k: -int(k[len(REFS):])):
         seqs = {ref[2] for ref in state.refs[key]}
         if seqs & seen:

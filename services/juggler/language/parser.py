@@ -17,7 +17,7 @@ Nothing here knows about streams or types; `normalize.py` and `compiler.py` chec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
@@ -223,7 +223,15 @@ _CLAUSE_OF_RULE = {
 
 
 def _token_span(tok: Token) -> Span:
-    return Span(tok.start_pos, tok.end_pos, tok.line, tok.column)
+    # lark types a token's position as optional (one made by hand has none); the
+    # parser's tokens have all four
+    return Span(tok.start_pos or 0, tok.end_pos or 0, tok.line or 1, tok.column or 1)
+
+
+def _token(node: Tree | Token) -> Token:
+    """A child that the grammar makes a terminal (lark types every child as either)."""
+    assert isinstance(node, Token), f"the grammar gives a token here, not {node!r}"
+    return node
 
 
 def _tree_span(tree: Tree) -> Span:
@@ -376,12 +384,13 @@ class _Builder:
     def query(self, tree: Tree) -> SyntaxQuery:
         select_tree, from_tree, *clause_trees = tree.children
         select, select_span = self.select(select_tree)
-        streams = tuple(StreamName(str(t), _token_span(t)) for t in from_tree.children if t.type == "NAME")
+        streams = tuple(StreamName(str(t), _token_span(t)) for t in map(_token, from_tree.children)
+                        if t.type == "NAME")
         seen: dict[str, Tree] = {}
         for clause_tree in clause_trees:
             name = _CLAUSE_OF_RULE[clause_tree.data]
             if name in seen:
-                keyword = clause_tree.children[0]
+                keyword = _token(clause_tree.children[0])
                 raise self.error(
                     name, _token_span(keyword), f"at most one {name} clause",
                     f"a second {quote(str(keyword))}",
@@ -413,8 +422,8 @@ class _Builder:
         return ColumnName(ColumnRef(stream, column), _token_span(tok))
 
     def duration(self, tree: Tree) -> Duration:
-        _, number, unit = tree.children
-        span = Span(number.start_pos, unit.end_pos, number.line, number.column)
+        number, unit = map(_token, tree.children[1:])
+        span = replace(_token_span(number), end=_token_span(unit).end)
         try:
             return Duration(duration_millis(str(number), _UNIT_MILLIS[str(unit).lower()]), span)
         except LiteralError as err:
@@ -432,7 +441,7 @@ class _Builder:
         return Comparison(
             left=self.expr(left, clause, 0),
             op=_OPS[str(op_tok).lower()],
-            op_span=_token_span(op_tok),
+            op_span=_token_span(_token(op_tok)),
             right=self.expr(right, clause, 0),
             clause=clause,
             span=span,
@@ -451,7 +460,7 @@ class _Builder:
             except LiteralError as err:
                 raise self.error(clause, span, err.expected, quote(str(tok)), err.hint) from None
         if kind == "column":
-            return self.column(node.children[0])
+            return self.column(_token(node.children[0]))
         if kind == "string":
             return StringLit(unquote(str(node.children[0])), span)
         if kind == "boolean":

@@ -34,8 +34,9 @@ LIVE: Outcome = "LIVE"
 VERDICTS: tuple[Outcome, ...] = (ACCEPTED, REJECTED)
 """What the control task answers a command with."""
 
-Headers = Iterable[tuple[str, bytes | None]] | None
-"""A Kafka record's headers, as the client libraries hand them over."""
+Headers = Iterable[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None] | None
+"""A Kafka record's headers, as confluent-kafka types them (a consumed record's are a
+list of pairs); each reader below takes them through `dict`, which reads either."""
 
 
 # -- commands --------------------------------------------------------------------------
@@ -162,7 +163,7 @@ def barrier_of(headers: Headers, streams: tuple[str, ...]) -> Mapping[str, int] 
 
 
 @functools.lru_cache(maxsize=256)
-def _barrier_read(value: bytes, streams: tuple[str, ...]) -> Mapping[str, int] | None:
+def _barrier_read(value: str | bytes, streams: tuple[str, ...]) -> Mapping[str, int] | None:
     """A barrier header's offsets if they name every stream, or None; cached, for the
     partition tasks reading a burst's copies, which carry the few texts of their
     rounds (read-only: each of them holds the one mapping)."""
@@ -190,16 +191,14 @@ def rewritten_headers(original: int) -> list[tuple[str, bytes]]:
 
 def is_rewritten(headers: Headers) -> bool:
     """Whether a control record is such a copy."""
-    return any(name == REWRITTEN_HEADER for name, _ in headers or ())
+    return REWRITTEN_HEADER in dict(headers or ())
 
 
 def rewritten_from(headers: Headers) -> int | None:
     """For such a copy, the offset of the original, whose status answers both; None
     for any other control record."""
-    for name, value in headers or ():
-        if name == REWRITTEN_HEADER and value is not None:
-            return int(value)
-    return None
+    value = dict(headers or ()).get(REWRITTEN_HEADER)
+    return None if value is None else int(value)
 
 
 # -- statuses --------------------------------------------------------------------------
