@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -15,7 +16,10 @@ from juggler import __version__
 from juggler.kafka.cli_options import kafka_options, security_options
 
 if TYPE_CHECKING:
+    from juggler.client.control import ControlView
     from juggler.wire.commands import Command
+
+T = TypeVar("T")
 
 ORDERS = ("adaptive", *("".join(p) for p in itertools.permutations("AJW")))
 """`--order`: adaptive, or a static order of the Attribute/Join/Window predicate types."""
@@ -315,7 +319,7 @@ def _query_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @kafka_options
 @topic_prefix_option
 @timeout_option
-def query_register(query_id: str | None, text: str | None, file: Any, history: bool,
+def query_register(query_id: str | None, text: str | None, file: IO[str] | None, history: bool,
                    own_topic: bool, no_wait: bool, bootstrap: str, topic_prefix: str,
                    timeout: float) -> None:
     """Register query ID (or every query of --file); wait until ACCEPTED and live in
@@ -333,16 +337,19 @@ def query_register(query_id: str | None, text: str | None, file: Any, history: b
         _submit_file(bootstrap, file, history, own_topic, not no_wait, timeout, topic_prefix)
         return
     _query_id(click.get_current_context(), None, query_id)  # type: ignore[arg-type]
-    if (text is None) == (file is None):
+    if file is not None and text is None:
+        body = file.read()
+    elif text is not None and file is None:
+        body = text
+    else:
         raise click.UsageError("give the query as exactly one of --text or --file")
-    body = text if text is not None else file.read()
     if not body.strip():
         raise click.UsageError("the query text is empty")
     _submit(bootstrap, RegisterCommand(query_id, body, history, own_topic), not no_wait,
             timeout, topic_prefix)
 
 
-def _submit_file(bootstrap: str, file: Any, history: bool, own_topic: bool, wait: bool,
+def _submit_file(bootstrap: str, file: IO[str], history: bool, own_topic: bool, wait: bool,
                  timeout: float, topic_prefix: str = "") -> None:
     """Register every query of a JSON-lines file in one go (one producer, one reader)."""
     from juggler.codec.jsonl import InputError, decode_json, parse_query_line
@@ -390,7 +397,7 @@ def query_deregister(query_id: str, no_wait: bool, bootstrap: str, topic_prefix:
     _submit(bootstrap, DeregisterCommand(query_id), not no_wait, timeout, topic_prefix)
 
 
-def _control_view(bootstrap: str, timeout: float, topic_prefix: str) -> Any:
+def _control_view(bootstrap: str, timeout: float, topic_prefix: str) -> ControlView:
     """The control topic read to its end; a broker that cannot be read is the user's
     error message, not a traceback."""
     from juggler.client.control import read_control
@@ -487,7 +494,7 @@ def _tail_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _print_lines(messages: Any, line: Callable[[Any], Any], limit: int | None) -> None:
+def _print_lines(messages: Iterable[T], line: Callable[[T], object], limit: int | None) -> None:
     import json
 
     shown = 0

@@ -30,7 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger("juggler.kafka")
 
@@ -118,7 +122,7 @@ class ClientLog:
         """How many times the cluster answered again after a failure: a client that
         lived through one may be left broken (`Job.renew_admin`)."""
         self._refused: tuple[float, str] | None = None
-        self._served: list[Any] = []
+        self._served: list[AdminClient] = []
         self._thread: threading.Thread | None = None
 
     # librdkafka's hooks ------------------------------------------------------------
@@ -134,7 +138,7 @@ class ClientLog:
         self._pass_on(f"librdkafka {facility}", _SYSLOG_LEVELS.get(level, logging.WARNING),
                       f"Kafka client: {facility}: {_thread_free(text)}")
 
-    def error(self, error: Any) -> None:
+    def error(self, error: KafkaError) -> None:
         """The `error_cb` of a client. librdkafka retries what these report by itself;
         a fatal one also fails the next call on that client, which decides."""
         from confluent_kafka import KafkaError
@@ -182,7 +186,7 @@ class ClientLog:
             self._all_down = False
             self._answered_at = self.clock()
 
-    def serve(self, admin: Any) -> None:
+    def serve(self, admin: AdminClient) -> None:
         """Poll `admin` every `POLL_EVERY` seconds from a thread of this log's (its log
         lines and errors are delivered only when it is polled), and ask it whether the
         cluster answers while a broker is reported down."""
@@ -193,7 +197,7 @@ class ClientLog:
                                                 daemon=True)
                 self._thread.start()
 
-    def forget(self, admin: Any) -> None:
+    def forget(self, admin: AdminClient) -> None:
         """Stop polling `admin` (replaced by another)."""
         with self._lock:
             self._served = [a for a in self._served if a is not admin]

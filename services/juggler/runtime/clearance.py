@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
-
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from juggler.kafka.offsets import ANSWER_GRACE, TP, group_offsets, log_ends
 from juggler.runtime.task import PartitionTask
@@ -66,7 +65,7 @@ class Answer:
 
 
 class ClearanceAsker:
-    def __init__(self, admin: Any, group: str, control: TP,
+    def __init__(self, admin: AdminClient, group: str, control: TP,
                  timed: Callable[[float], None] | None = None) -> None:
         """`timed(seconds)` is called in the loop's thread with each answer taken: the
         time from the question to the loop taking its answer, which every fetched
@@ -128,7 +127,7 @@ class Clearance:
     answer clears. Called on the loop's thread only; its asker's requests run in the
     background."""
 
-    def __init__(self, admin: Any, group: str, names: TopicNames,
+    def __init__(self, admin: AdminClient, group: str, names: TopicNames,
                  stream_of_topic: dict[str, str],
                  timed: Callable[[float], None] | None = None) -> None:
         """`stream_of_topic`: the worker's map from a stream topic to its stream."""
@@ -149,7 +148,7 @@ class Clearance:
         """A question is under way: the loop's poll should not wait long for records."""
         return self.asker.busy
 
-    def renew_admin(self, admin: Any) -> None:
+    def renew_admin(self, admin: AdminClient) -> None:
         """Ask the next questions with `admin` (the worker's, made anew after an outage)."""
         self.asker.admin = admin
 

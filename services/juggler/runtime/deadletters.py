@@ -9,12 +9,15 @@ restart neither loses nor repeats it.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from juggler.codec.avro import Codec
 from juggler.codec.bounded import dead_letter
 from juggler.runtime.topic_names import TopicNames
 from juggler.runtime.transactions import Outbox
+
+if TYPE_CHECKING:  # the task's types (the task module imports this one through `job`)
+    from juggler.runtime.task import Record, RoundCounts
 
 
 class Framing(Protocol):
@@ -35,8 +38,9 @@ class DeadLetters:
     def __init__(self, framing: Framing) -> None:
         self.w = framing
 
-    def send(self, outbox: Outbox, counts: Any, record: Any, kind: str, reason: str) -> None:
-        """Dead-letter the input `record` (`task.Record`) in `outbox`'s transaction."""
+    def send(self, outbox: Outbox, counts: RoundCounts, record: Record, kind: str,
+             reason: str) -> None:
+        """Dead-letter the input `record` in `outbox`'s transaction."""
         key, value = dead_letter(self.w.codec, topic=record.topic, partition=record.partition,
                                  offset=record.offset, key=record.key, value=record.value,
                                  kind=kind, reason=reason, max_bytes=self.w.max_record_bytes,

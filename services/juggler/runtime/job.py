@@ -248,7 +248,7 @@ class Job:
         tp = (self.names.control, 0)
         return read_originals(self, {tp: [offset]})[tp].get(offset)
 
-    def _admin_client(self) -> Any:
+    def _admin_client(self) -> AdminClient:
         admin = AdminClient({**self.client_config, "log_level": 3})
         client_log().serve(admin)
         return admin

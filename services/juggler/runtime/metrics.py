@@ -15,7 +15,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections.abc import Iterable, Set
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -33,6 +33,9 @@ from juggler.runtime.loop_clock import PHASES, LoopClock
 from juggler.runtime.pages import Engine, JobView, Scrape
 from juggler.wire.commands import VERDICTS
 from juggler.wire.names import ACTIONS
+
+if TYPE_CHECKING:  # the task module imports this one through `job`
+    from juggler.runtime.task import RoundCounts
 
 # aiohttp takes the charset separately; Prometheus text is UTF-8 anyway.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.split("; charset")[0]
@@ -131,11 +134,11 @@ class WorkerMetrics:
         self.transaction.observe(took)
         self.generation += 1
 
-    def handed_over(self, counts: Any) -> None:
+    def handed_over(self, counts: RoundCounts) -> None:
         """A round's results, handed to the commit thread now (`task.RoundCounts`)."""
         self.handover.observe_ages(counts.produced_at)
 
-    def count(self, counts: Any) -> None:
+    def count(self, counts: RoundCounts) -> None:
         """Add a committed round's counts (`task.RoundCounts`)."""
         for stream, n in counts.events_in.items():
             self.events_in.labels(stream).inc(n)

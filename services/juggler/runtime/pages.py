@@ -28,6 +28,7 @@ page may show them some rounds stale, and listing them takes at most about a
 
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing
 import time
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # typing only: the HTTP port's process imports this module to render
     # `/queries`, and must not load the engine (`queries_body`)
+    from confluent_kafka.admin import AdminClient
     from juggler.engine.native_engine import NativeEngine, TypeCounters
     from juggler.runtime.arrival import ArrivalOrder
     from juggler.runtime.loop_clock import LoopClock
@@ -169,7 +171,7 @@ class WorkerView(JobView, Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def admin(self) -> Any:
+    def admin(self) -> AdminClient:
         """The admin client `/progress` asks the log ends with."""
 
     @property
@@ -215,7 +217,7 @@ class Registered:
         self.own_topic: Set[str] = frozenset()
         self.taken = 0
         """Times they were taken anew."""
-        self.published: Any = multiprocessing.RawValue("Q", 0)
+        self.published = multiprocessing.RawValue(ctypes.c_uint64, 0)
         """`taken` as of the snapshot the worker published last, in memory shared with
         other processes: the HTTP port's process reads it to know, without asking the
         worker, whether the queries it holds are still those published

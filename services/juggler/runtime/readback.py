@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from juggler.kafka.offsets import TP, log_ends
 from juggler.runtime.settings import Settings
@@ -29,7 +30,7 @@ class Reader(Protocol):
     configuration, and its application id for the reading consumer's group name."""
 
     @property
-    def admin(self) -> Any: ...
+    def admin(self) -> AdminClient: ...
 
     @property
     def client_config(self) -> dict[str, Any]: ...

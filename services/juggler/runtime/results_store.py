@@ -61,9 +61,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from juggler.codec.avro import RESULT, Codec, CodecError
@@ -73,6 +73,11 @@ from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
 from juggler.runtime import results_table
 from juggler.runtime.recovery import Backoff
+
+if TYPE_CHECKING:
+    from multiprocessing.context import SpawnProcess
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
 from juggler.runtime.results_table import TP, Row
 from juggler.wire.names import QUERY_HEADER
 
@@ -136,9 +141,9 @@ class ResultsStore:
         self._local = threading.local()
         self._connection().executescript(results_table.SCHEMA)
         self._context = multiprocessing.get_context("spawn")  # no fork of librdkafka's threads
-        self._follow: Any = self._context.Queue()
+        self._follow: Queue[str] = self._context.Queue()
         self._follow.cancel_join_thread()  # an exit never waits on a dead indexer's pipe
-        self._errors: Any = self._context.Queue()
+        self._errors: Queue[str] = self._context.Queue()
         self._errors.cancel_join_thread()
         self._stop = self._context.Event()
         self._client_config = client_config
@@ -157,11 +162,11 @@ class ResultsStore:
         self._backoff = Backoff(RESTART_FIRST, RESTART_MOST)
         self._restart_at: float | None = None
         self._target: dict[TP, int] | None = None  # what a restarted indexer must reach
-        self._admin: Any = None
+        self._admin: AdminClient | None = None
         self.follow(topic)
         self.process = self._new_process()
 
-    def _new_process(self) -> Any:
+    def _new_process(self) -> SpawnProcess:
         return self._context.Process(target=_index, name="juggler-results-index",
                                      daemon=True, args=self._args)
 
@@ -261,7 +266,7 @@ class ResultsStore:
                 break
         return reasons[-1] if reasons else f"exit status {self.process.exitcode}"
 
-    def _measure(self, admin: Any) -> tuple[dict[TP, int], dict[TP, int]] | None:
+    def _measure(self, admin: AdminClient) -> tuple[dict[TP, int], dict[TP, int]] | None:
         """`lag` from the `ends` table against the topics' committed log ends, and both
         of them; `lag` is left as it was, and None returned, while the cluster does not
         answer."""
@@ -348,7 +353,7 @@ def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
     return deleted
 
 
-def _trim_to_log_starts(conn: sqlite3.Connection, admin: Any, tps: list[TP],
+def _trim_to_log_starts(conn: sqlite3.Connection, admin: AdminClient, tps: list[TP],
                         trimmed: dict[TP, int]) -> None:
     """One pass of `trim` for the partitions whose log start moved since the last
     (`trimmed`, updated); a broker that does not answer within 10 s leaves it to the
@@ -367,7 +372,8 @@ def _trim_to_log_starts(conn: sqlite3.Connection, admin: Any, tps: list[TP],
 
 
 def _index(path: str, client_config: dict[str, Any], options: CodecOptions, loglevel: str,
-           follow: Any, stop: Any, trim_interval: float, errors: Any) -> None:
+           follow: Queue[str], stop: Event, trim_interval: float, errors: Queue[str]
+           ) -> None:
     """The indexing process: read the wanted topics from where the `ends` table says the
     index got to (their beginnings in a new index) and append each committed result, and
     every `trim_interval` drop what retention deleted, until `stop` is set or the worker
@@ -388,7 +394,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
     client_log().serve(admin)
     wanted: set[str] = set()
     read: set[str] = set()
-    assigned: list[Any] = []
+    assigned: list[TopicPartition] = []
     written: dict[TP, int] = {(t, p): o for t, p, o in conn.execute(
         "SELECT topic, partition, offset FROM ends")}
     resume = dict(written)
@@ -431,7 +437,7 @@ def _index(path: str, client_config: dict[str, Any], options: CodecOptions, logl
         sys.exit(1)
 
 
-def _drain(follow: Any) -> set[str]:
+def _drain(follow: Queue[str]) -> set[str]:
     topics = set()
     while True:
         try:
@@ -440,8 +446,8 @@ def _drain(follow: Any) -> set[str]:
             return topics
 
 
-def _assign_new(consumer: Any, topics: set[str], read: set[str],
-                resume: dict[TP, int]) -> list[Any]:
+def _assign_new(consumer: Consumer, topics: set[str], read: set[str],
+                resume: dict[TP, int]) -> list[TopicPartition]:
     """Start reading every one of `topics` the broker already knows (a topic created a
     moment ago, or asked while the cluster does not answer, is tried again at the next
     round), each partition from its offset in `resume` (what a failed indexer before
@@ -462,7 +468,7 @@ def _assign_new(consumer: Any, topics: set[str], read: set[str],
     return new
 
 
-def index_row(m: Any, codec: Any, header: bytes) -> Row | None:
+def index_row(m: Message, codec: Codec, header: bytes) -> Row | None:
     """A result as its row of the index. A worker's result (a query header, our own
     Result schema's single-object header, a plain body) is written as JSON in Rust
     (`juggler_native.result_json`, the same text in a fraction of the time); any other
@@ -471,13 +477,16 @@ def index_row(m: Any, codec: Any, header: bytes) -> Row | None:
     There it is decoded as trusted (a worker wrote it, so it is not encoded again to
     prove it minimal); a number that is not finite, which only another producer could
     have written, still never reaches a page as invalid JSON."""
+    topic, partition, offset = m.topic(), m.partition(), m.offset()
+    # set on every record the consumer hands over without an error (those are skipped)
+    assert topic is not None and partition is not None and offset is not None
     query = dict(m.headers() or ()).get(QUERY_HEADER)
-    qid = query.decode("utf-8", "replace") if query is not None else None
+    qid = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
     value = m.value()
     if qid is not None and isinstance(value, bytes):
-        text = result_json(value, header, m.topic(), m.partition(), m.offset())
+        text = result_json(value, header, topic, partition, offset)
         if text is not None:
-            return qid, m.topic(), m.partition(), m.offset(), text
+            return qid, topic, partition, offset, text
     try:
         record = codec.decode(RESULT, value, trusted=True)
     except CodecError as exc:
@@ -486,10 +495,10 @@ def index_row(m: Any, codec: Any, header: bytes) -> Row | None:
         qid = record.get("query")
     if qid is None:
         return None
-    position = {"topic": m.topic(), "partition": m.partition(), "offset": m.offset()}
+    position = {"topic": topic, "partition": partition, "offset": offset}
     try:
         text = json.dumps(record | {"position": position}, allow_nan=False)
     except ValueError:
         text = json.dumps({"error": "the result holds a number that is not finite",
                            "position": position})
-    return qid, m.topic(), m.partition(), m.offset(), text
+    return qid, topic, partition, offset, text

@@ -103,7 +103,7 @@ def reset(bootstrap: str, prefix: str, app_id: str, timeout: float) -> None:
     produce(bootstrap, TopicNames(prefix).settings, [(app_id.encode(), value)], timeout)
 
 
-def _members(admin: Any, app_id: str, timeout: float) -> list[Any]:
+def _members(admin: AdminClient, app_id: str, timeout: float) -> list[Any]:
     """The group's live members (none for a group that does not exist), asked again
     while the answer is an error asking again can cure (`retriable`: the group
     coordinator still loading after a broker started, or moving)."""

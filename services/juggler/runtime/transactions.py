@@ -78,7 +78,8 @@ backlog the loop would otherwise run ahead of the commits without bound."""
 class CommitFailed(RuntimeError):
     """The round's transaction did not commit; nothing of it is visible."""
 
-    def __init__(self, message: str, error: Any = None, age: float | None = None) -> None:
+    def __init__(self, message: str, error: KafkaError | None = None,
+                 age: float | None = None) -> None:
         super().__init__(message)
         self.error = error
         """The client's `KafkaError`, if the client failed it (else `__cause__` says)."""

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from juggler.kafka.client_log import unwatched
 from juggler.runtime.metrics import CONTENT_TYPE
@@ -42,6 +42,10 @@ from juggler.serving.page_messages import (
     Reply,
     port_main,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import SpawnProcess
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,7 @@ class PageFeed:
         self._backoff = Backoff(RESTART_FIRST, RESTART_MOST)
         self.thread = threading.Thread(target=self._run, name="juggler-pages-feed",
                                        daemon=True)
-        self.process: Any = None
+        self.process: SpawnProcess | None = None
         self._stopping = threading.Event()
 
     def start(self) -> None:
@@ -155,7 +159,7 @@ class PageFeed:
                         reason, wait)
             self._stopping.wait(wait)
 
-    def _feed(self, conn: Any, process: Any) -> None:
+    def _feed(self, conn: Connection, process: SpawnProcess) -> None:
         sent = _Sent()
         while process.is_alive():
             self._push(conn, sent)
@@ -178,7 +182,7 @@ class PageFeed:
                           any(asked.query_id in t.texts for t in worker.restored_tasks()),
                           worker.own_topic(asked.query_id))
 
-    def _push(self, conn: Any, sent: _Sent) -> None:
+    def _push(self, conn: Connection, sent: _Sent) -> None:
         worker, store = self.worker, self.store
         version = worker.registered.published.value  # before the pages: see `_answer`
         index_health = store.health()

@@ -8,8 +8,13 @@ The worker pushes `Pushed` when what it holds changed, and answers an `Asked` wi
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
+from ctypes import c_uint64
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    import socket
+    from multiprocessing.connection import Connection
 
 from juggler.runtime.topic_names import TopicNames
 
@@ -104,13 +109,13 @@ class Origin:
     loglevel: str
     metrics_type: str
     """The Content-Type of the worker's metrics."""
-    published: Any
+    published: c_uint64
     """`Registered.published`, shared with the worker: how current the queries are."""
     silent_after: float
     """Seconds without a word from the worker after which `/health` says 503."""
 
 
-def port_main(conn: Any, sock: Any, origin: Origin) -> None:
+def port_main(conn: Connection, sock: socket.socket, origin: Origin) -> None:
     """The port's process's entry point. Here and not in `page_process` so that the
     worker, which names it to start the process, does not import the server it never
     runs (aiohttp alone is half a second of its start)."""

@@ -139,7 +139,7 @@ class PortProcess:
         self.pages = Pages()
         self._asks = itertools.count()
         self._index: sqlite3.Connection | None = None
-        self._admin: Any = None
+        self._admin: AdminClient | None = None
 
     async def serve(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()

@@ -41,7 +41,7 @@ from juggler.spark.sql import BackfillStatement, compile_statement, exact_holds
 from juggler.wire.names import QUERY_HEADER
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 VIEW_PREFIX = "juggler_backfill_"
 
@@ -175,7 +175,7 @@ def source_columns(compiled: BackfillStatement) -> list[str]:
     return [f"src_{i}" for i in range(len(compiled.query.streams))]
 
 
-def result_message(compiled: BackfillStatement, codec: Codec, names: TopicNames) -> Any:
+def result_message(compiled: BackfillStatement, codec: Codec, names: TopicNames) -> Column:
     """A `juggler.Result` message (Avro single-object) per row. Positions become
     `{topic: the stream's topic, partition: -1, offset: archive position}`: partition
     -1 says the event came from an archive, not a Kafka partition. Row values go into
@@ -205,13 +205,13 @@ def result_message(compiled: BackfillStatement, codec: Codec, names: TopicNames)
     return wire.encode(record, codec, RESULT)
 
 
-def _all(conditions: list[Any]) -> Any:
+def _all(conditions: list[Column]) -> Column:
     from functools import reduce
 
     return reduce(lambda a, b: a & b, conditions)
 
 
-def _any(conditions: list[Any]) -> Any:
+def _any(conditions: list[Column]) -> Column:
     from functools import reduce
 
     return reduce(lambda a, b: a | b, conditions)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 class Progress:
@@ -64,7 +67,7 @@ class StageProgress:
     without these lines a user sees nothing for minutes. A thread polls Spark's status
     tracker (the driver's view of stages), so nothing in the job has to report."""
 
-    def __init__(self, spark: Any, progress: Progress, every: float = 0.5) -> None:
+    def __init__(self, spark: SparkSession, progress: Progress, every: float = 0.5) -> None:
         self.context = spark.sparkContext
         self.progress, self.every = progress, every
         self.stop = threading.Event()

@@ -223,7 +223,7 @@ def _columns(places: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     return lambda _: ()
 
 
-def _encoder(plan: Plan) -> Any:
+def _encoder(plan: Plan) -> Callable[[Result], bytes]:
     """A `juggler.Result` encoder as the worker's (single-object Avro), with archive
     positions as `{topic, partition: -1, offset: position}`."""
     from juggler.codec.avro import RESULT, result_record
