@@ -275,14 +275,13 @@ class NativeEngine:
                     op.slot(p.right.stream, p.right.column), *pair_constants)
 
 
-# A predicate's spec class and the fields after its columns, exact thresholds: the part
-# of its compiled form every engine shares, computed once per process, not once per
-# partition's engine (in rational arithmetic, it was a third of each engine's
-# registration, and every partition registers every query).
-
 @lru_cache(maxsize=1 << 18)
 def _attribute_constants(p: AttributePredicate) -> tuple[type[RangeSpec] | type[EqSpec],
                                                          tuple[Any, ...]]:
+    """A predicate's spec class and the fields after its columns, exact thresholds, the
+    part of its compiled form every engine shares: computed once per process, not once
+    per partition's engine (in rational arithmetic, it was a third of each engine's
+    registration, and every partition registers every query)."""
     k = p.constant
     if isinstance(k, Fraction) and p.op in _LOWER:
         return RangeSpec, (True, lower_threshold(p.op, k), _int_threshold(p.op, k))
@@ -294,6 +293,7 @@ def _attribute_constants(p: AttributePredicate) -> tuple[type[RangeSpec] | type[
 @lru_cache(maxsize=1 << 18)
 def _pair_constants(p: PairPredicate) -> tuple[type[PairRangeSpec] | type[PairEqSpec],
                                                tuple[Any, ...]]:
+    """`_attribute_constants` for a predicate over two columns."""
     factor = (to_float(p.factor),
               int(p.factor) if p.factor.denominator == 1 and abs(p.factor) < _I64 else None)
     o = p.offset
