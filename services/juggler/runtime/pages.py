@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # typing only: the HTTP port's process imports this module to render
     # `/queries`, and must not load the engine (`queries_body`)
     from confluent_kafka.admin import AdminClient
+
     from juggler.engine.native_engine import NativeEngine, TypeCounters
     from juggler.runtime.arrival import ArrivalOrder
     from juggler.runtime.loop_clock import LoopClock

@@ -73,13 +73,13 @@ from juggler.kafka.offsets import log_ends
 from juggler.logs import log_to_stderr
 from juggler.runtime import results_table
 from juggler.runtime.recovery import Backoff
+from juggler.runtime.results_table import TP, Row
+from juggler.wire.names import QUERY_HEADER
 
 if TYPE_CHECKING:
     from multiprocessing.context import SpawnProcess
     from multiprocessing.queues import Queue
     from multiprocessing.synchronize import Event
-from juggler.runtime.results_table import TP, Row
-from juggler.wire.names import QUERY_HEADER
 
 log = logging.getLogger(__name__)
 
