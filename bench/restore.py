@@ -37,6 +37,7 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     from confluent_kafka import Producer
 
     from juggler.kafka.topics import apply_topics
+    from juggler.runtime.query_records import queries_key, queries_record
 
     apply_topics(bootstrap, prefix=prefix, partitions=1)
     names = TopicNames(prefix)
@@ -58,8 +59,8 @@ def fill(bootstrap: str, prefix: str, n: int) -> None:
     for k in range(KEYS):
         producer.produce(names.state, key=f"k/p{k}".encode(),
                          value=held_state.key_meta(1_000 + n, 0), partition=0)
-    producer.produce(names.state, key=b"q/q1", value=held_state.query_record(0, QUERY),
-                     partition=0)
+    producer.produce(names.state, key=queries_key(0),
+                     value=queries_record({"q1": (0, QUERY, False)}), partition=0)
     producer.flush(120)
 
 
