@@ -47,6 +47,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,7 @@ def measure_all(bootstrap: str, workdir: Path, queries: list[tuple[str, str]],
             runs[runtime][-1]["live"] = live_run(bootstrap, workdir, runtime,
                                                  f"l{repeat}{runtime[0]}.", queries, live,
                                                  rate, args.latency_seconds)
+        assert reference is not None  # set by the first repeat's backlog runs above
         for runtime in runtimes:
             runs[runtime][-1]["kill"] = kill_run(bootstrap, workdir, runtime,
                                                  f"k{repeat}{runtime[0]}.", queries, backlog,
@@ -418,7 +420,7 @@ def late_letters(bootstrap: str, prefix: str) -> set[tuple[str, int, int]]:
 
 def compare(expected: Counter[tuple[Any, ...]], got: Counter[tuple[Any, ...]],
             flagged: Counter[tuple[Any, ...]],
-            late: set[tuple[str, int, int]] = frozenset()) -> dict[str, int]:
+            late: AbstractSet[tuple[str, int, int]] = frozenset()) -> dict[str, int]:
     """Results after a crash against the uninterrupted run's, by identity: expected and
     present (distinct identities), missing, and of those the ones with a source among
     the `late` records (dead-lettered as late, so not evaluated: lateness, not loss),
@@ -506,7 +508,8 @@ def render(rows: dict[str, Any], args: argparse.Namespace) -> str:
     runs, runtimes = rows["runs"], rows["runtimes"]
     both = runtimes == list(RUNTIMES) or sorted(runtimes) == sorted(RUNTIMES)
     mib = 2 ** 20
-    figures = [
+    # (label, format, path into a run, and a scale where the figure is not in its unit)
+    figures: list[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ...], float]] = [
         ("backlog events/s, to the group's commit covering the last event "
          "(`kafka_load.timed_backlog`)", "{:,.0f}", ("rate",)),
         ("backlog events/s, to the last event counted processed in /metrics",

@@ -14,36 +14,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Any
+
+from confluent_kafka import Message
 
 from juggler.codec.avro import RESULT, Codec
 from juggler.wire.names import QUERY_HEADER
 from juggler.runtime.results_store import index_row
 
 
-class Message:
-    """What `index_row` reads of a confluent_kafka message."""
-
-    def __init__(self, value: bytes, query: str, offset: int) -> None:
-        self._value, self._headers, self._offset = value, [(QUERY_HEADER, query.encode())], offset
-
-    def value(self) -> bytes:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._headers
-
-    def topic(self) -> str:
-        return "juggler.results"
-
-    def partition(self) -> int:
-        return 3
-
-    def offset(self) -> int:
-        return self._offset
-
-
 def messages(codec: Codec, n: int) -> list[Message]:
+    """Results as the indexing process's consumer hands them over: confluent_kafka's
+    own messages, built here without a broker."""
     out = []
     for i in range(n):
         query = f"q{i % 100}"
@@ -52,7 +33,9 @@ def messages(codec: Codec, n: int) -> list[Message]:
                               "B": {"topic": "juggler.stream.B", "partition": i % 4, "offset": 2 * i + 1}},
                   "row": {"A.value": i * 0.37, "B.value": i % 1000, "A.unit": "mmol/l",
                           "B.flag": i % 2 == 0}}
-        out.append(Message(codec.encode(RESULT, record, trusted=True), query, i))
+        out.append(Message(topic="juggler.results", partition=3, offset=i,
+                           value=codec.encode(RESULT, record, trusted=True),
+                           headers=[(QUERY_HEADER, query.encode())]))
     return out
 
 

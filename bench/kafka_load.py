@@ -230,7 +230,7 @@ def _wait_assigned(workers: list[Any], timeout: float = 120.0) -> None:
     """Until the group's rebalances are over: every partition owned, and restored."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        owned = []
+        owned: list[int | None] = []  # None: a worker not answering 200 yet
         for worker in workers:
             status, body = worker.get("/health")
             owned += body["partitions"] if status == 200 else [None]
@@ -311,8 +311,12 @@ def ceiling(bootstrap: str, prefix: str, count: int, streams: Iterable[str] = ("
         while seen < count:
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error() is None:
-                    codec.stream_event(topics[msg.topic()], msg.key(), msg.value(),
-                                       msg.topic(), msg.partition(), msg.offset())
+                    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                    # set on every message without an error; confluent-kafka's stubs make
+                    # them optional
+                    assert topic is not None and partition is not None and offset is not None
+                    codec.stream_event(topics[topic], msg.key(), msg.value(), topic, partition,
+                                       offset)
                     seen += 1
         return seen / (time.perf_counter() - t0)
     finally:
@@ -404,7 +408,7 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
     consumer.assign([TopicPartition(t, p, ends[(t, p)]) for t, p in ends])
     stop = threading.Event()
 
-    received: list[tuple[float, bytes]] = []
+    received: list[tuple[float, bytes | None]] = []
 
     def read() -> None:
         # only the arrival time here: the results are decoded after the run. Decoding
@@ -465,9 +469,12 @@ def measure_latency(bootstrap: str, prefix: str, events: Iterable[Any],
                 for s in codec.decode("juggler.Result", value)["sources"].values()]
 
     for arrived, value in received:
-        starts = [produced_at.get(s) for s in (results[1] if results else sources)(value)]
-        if starts and None not in starts and timed[0] <= (newest := max(starts)) < timed[1]:
-            latencies.append(arrived - newest)
+        assert value is not None  # a result always has a body: no tombstones on a results topic
+        positions = (results[1] if results else sources)(value)
+        if positions and all(s in produced_at for s in positions):
+            newest = max(produced_at[s] for s in positions)
+            if timed[0] <= newest < timed[1]:
+                latencies.append(arrived - newest)
     ordered = sorted(latencies)
     p50, p99 = _quantile(ordered, 0.5), _quantile(ordered, 0.99)
     log(f"  at {rate:,.0f} ev/s: p50 {p50 * 1000:,.0f} ms, p99 {p99 * 1000:,.0f} ms"

@@ -211,7 +211,11 @@ def expected(query: tuple[str, str], sent: Sent, lateness: int) -> Counter[tuple
     for stream, key, ts, data, pos in sorted(sent.events,
                                              key=lambda e: (e[2], rank[e[0]], e[4])):
         for r in engine.process(Event(stream, key, ts, dict(data), pos)):
-            out[(r.query, r.key, r.ts, tuple(sorted((s, *p) for s, p in r.sources.items())))] += 1
+            sources = []
+            for s, p in r.sources.items():
+                assert isinstance(p, tuple)  # a Kafka position, as given above
+                sources.append((s, *p))
+            out[(r.query, r.key, r.ts, tuple(sorted(sources)))] += 1
     return out
 
 

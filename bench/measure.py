@@ -227,7 +227,8 @@ def _passes(spec: dict, workload, queries) -> dict[str, Any]:
         blob = pickle.dumps(template)
     except Exception:  # pragma: no cover - engines are plain Python objects
         blob = None
-    rates, total, results = [], 0.0, 0
+    rates: list[float] = []
+    total, results = 0.0, 0
     while len(rates) < max_passes and (total < min_s or len(rates) < 3):
         if blob is not None:
             engine = pickle.loads(blob)

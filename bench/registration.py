@@ -80,7 +80,7 @@ def in_process(n: int) -> dict[str, Any]:
     out["deregister_us"] = (time.perf_counter() - t0) / len(gone) * 1e6
     del engine
     gc.collect()
-    registries = SharedRegistries()
+    registries: SharedRegistries[NativeEngine] = SharedRegistries()
     bulk = NativeEngine(EngineConfig(), registries)
     t0 = time.perf_counter()
     bulk.register_many(queries)
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(in_process(args.child)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = {n: [] for n in sizes}
+    rows: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
     for rep in range(args.repeats):
         for n in sizes:
             rows[n].append(_child(n))

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from bench.machine import machine
 from bench.measure import ROOT, measure
@@ -174,9 +174,9 @@ def _ok(results: list[dict]) -> list[dict]:
     return [r for r in results if "error" not in r and r.get("events_per_s")]
 
 
-def _median(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
 def _med(data: dict, key: tuple, field: str) -> float | None:
@@ -275,7 +275,8 @@ class Report:
         rows = []
         for n, overlap in j_configs(self.plan):
             e, nv, ep = (("J", n, overlap, r) for r in ("engine", "naive", "engine-prefix"))
-            info = next((r.get("info") for r in _ok(d.get(e, []))), {}) or {}
+            ok = _ok(d.get(e, []))
+            info: dict[str, object] = (ok[0].get("info") or {}) if ok else {}
             achieved = info.get("achieved_overlap")
             rate = _num(_med(d, e, "events_per_s"))
             below = [r["events_per_s_below"] for r in d.get(e, []) if "events_per_s_below" in r]
@@ -350,6 +351,7 @@ class Report:
         many, few = state(k), state(base)
         held_many, held_few = _med(d, k, "held"), _med(d, base, "held")
         if many is not None and few is not None and held_few:
+            assert held_many is not None  # counted in the runs `many` is from (the engine's)
             raw = (many - few) * 1024 / (10000 - 20)
             per_held = few * 1024 / held_few  # bytes per held event at 20 keys
             net = (many - few) * 1024 - per_held * (held_many - held_few)
@@ -384,23 +386,23 @@ class Report:
         if ratio is not None:
             self.targets.append(("J: engine >= 10x the baseline at 100 queries, 50% overlap",
                                  f"{_num(ratio)}x (same prefix)", _verdict(ratio >= 10)))
-        helds = [(n, _med(d, ("J", n, 0.5, "engine"), "held")) for n in self.plan.j_sizes]
-        helds = [(n, h) for n, h in helds if h]
+        helds = [(n, h) for n in self.plan.j_sizes
+                 if (h := _med(d, ("J", n, 0.5, "engine"), "held"))]
         if len(helds) > 1:
             bound = J_EVENT_RATE * (20 + 2)  # 20 s horizon + up to two 1 s WES buckets
             self.targets.append((f"J: held events do not grow with n (all <= {bound:,} = "
                                  "3,000 ev/s x (20 s horizon + 2 buckets))",
                                  ", ".join(f"n={n:,}: {h:,.0f}" for n, h in helds),
                                  _verdict(all(h <= bound for _, h in helds))))
-        rates = [(n, _med(d, ("J", n, 0.5, "engine"), "events_per_s")) for n in self.plan.j_sizes]
-        rates = [(n, r) for n, r in rates if r]
+        rates = [(n, r) for n in self.plan.j_sizes
+                 if (r := _med(d, ("J", n, 0.5, "engine"), "events_per_s"))]
         if rates:
             self.targets.append((
                 f"J: engine keeps up with event time ({J_EVENT_RATE:,} events/s) at steady state, "
                 "50% overlap (informational)",
                 ", ".join(f"n={n:,}: {r / J_EVENT_RATE:.2g}x" for n, r in rates), ""))
-        peaks = [(n, _med(d, ("J", n, 0.5, "engine"), "peak_rss_kb")) for n in self.plan.j_sizes]
-        peaks = [(n, p) for n, p in peaks if p]
+        peaks = [(n, p) for n in self.plan.j_sizes
+                 if (p := _med(d, ("J", n, 0.5, "engine"), "peak_rss_kb"))]
         if len(peaks) > 1:
             self.targets.append(("J: peak memory by n (50% overlap; informational)",
                                  ", ".join(f"n={n:,}: {p / 1024:.0f} MB" for n, p in peaks), ""))
@@ -466,6 +468,7 @@ def draw(report: Report, out_dir: Path) -> list[str]:
             for n in plan.s_sizes:
                 m, sp = _med(d, ("S", n, role), "events_per_s"), _spread(d, ("S", n, role))
                 if m:
+                    assert sp is not None  # the same runs as the median's
                     xs.append(n); ys.append(m); lo.append(m - sp[0]); hi.append(sp[1] - m)
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, capsize=3, label=label)
         ax.set_xscale("log"); ax.set_yscale("log")
@@ -824,7 +827,9 @@ def main(argv: list[str] | None = None) -> int:
         sections += ["Peers (same event files)", peer_report.table(peer_rows)]
     for i in range(0, len(sections), 2):
         print(f"\n## {sections[i]}\n\n{sections[i + 1]}")
-    errors = [(k, r["error"]) for k, rs in runner.data.items() for r in rs if "error" in r]
+    # (what failed: a measurement's key, or "peers"; why)
+    errors: list[tuple[tuple | str, str]] = [
+        (k, r["error"]) for k, rs in runner.data.items() for r in rs if "error" in r]
     for key, err in errors:
         print(f"ERROR {key}: {err}", file=sys.stderr)
     if peer_rows:

@@ -362,11 +362,10 @@ def j_queries(n: int, overlap: float, seed: int = 1, rate: float = 50.0,
                 f"MAXWINDOW {window_s} sec\n"
                 f"WHERE {' AND '.join(clauses['WHERE'])}")
         queries.append((f"j{i}", text))
-    stats["achieved_overlap"] = stats["overlapping"] / max(1, stats["predicates"])
-    stats["lists_used"] = len(used)
-    stats["space"] = {kind: len(v) for kind, v in space.items()}
-    stats["forced_overlap_by_kind"] = forced_by_kind
-    return queries, stats
+    achieved = stats["overlapping"] / max(1, stats["predicates"])
+    return queries, {**stats, "achieved_overlap": achieved, "lists_used": len(used),
+                     "space": {kind: len(v) for kind, v in space.items()},
+                     "forced_overlap_by_kind": forced_by_kind}
 
 
 def j_events(keys: int = 20, rate: float = 50.0, base_keys: int = 20,
@@ -511,7 +510,7 @@ def workload_d(cycles: int = 16, keys: int = 2, per_cycle: int = 60, seed: int =
     return Workload("D", {"cycles": cycles, "keys": keys, "per_cycle": per_cycle, "seed": seed,
                           "variants": variants, "hold": list(hold)},
                     J_CATALOG, d_queries(variants, seed),
-                    d_events(cycles, keys, per_cycle, seed=seed, hold=tuple(hold)),
+                    d_events(cycles, keys, per_cycle, seed=seed, hold=(hold[0], hold[1])),
                     length=length, checkpoints=(length // 2,))
 
 

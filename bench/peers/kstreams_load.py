@@ -46,7 +46,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from bench.faust_load import peak_memory, proc_status, vm_hwm
 from bench.kafka_load import (KEPT_UP, LATENESS_MS, PARTITIONS, _free_port, _metric, _register,
@@ -181,8 +181,9 @@ def backlog(bootstrap: str, work: Path, prefix: str, queries: list[tuple[str, st
         _register(bootstrap, prefix, queries)
         _wait_registered(worker, len(queries))
         _, elapsed, _ = timed_backlog(bootstrap, worker, prefix, group, events, where)
-        w = {"rate": len(events) / elapsed, "late": _metric(worker, "juggler_late_events_total"),
-             "memory": peak_memory(worker.proc.pid)}
+        w: dict[str, Any] = {"rate": len(events) / elapsed,
+                             "late": _metric(worker, "juggler_late_events_total"),
+                             "memory": peak_memory(worker.proc.pid)}
         worker.stop()
         t0 = time.perf_counter()
         worker.start()
@@ -195,8 +196,8 @@ def backlog(bootstrap: str, work: Path, prefix: str, queries: list[tuple[str, st
     with app:
         _wait_committed(bootstrap, app.app_id, last_offsets(where), plan.timeout)
         assert app.running_at is not None
-        k = {"rate": len(events) / (time.perf_counter() - app.running_at),
-             "startup": app.startup, "memory": vm_hwm(proc_status(app.pid))}
+        k: dict[str, Any] = {"rate": len(events) / (time.perf_counter() - app.running_at),
+                             "startup": app.startup, "memory": vm_hwm(proc_status(app.pid))}
     k |= compare(want, kstreams_results(bootstrap, prefix))
     if not k["equal"]:
         log(f"  kstreams' results differ; its log: {app.log}\n{app.log_tail()}")
@@ -275,9 +276,10 @@ def started_idle(bootstrap: str, work: Path, n: int, queries: list[tuple[str, st
                 _wait_committed(bootstrap, app.app_id, last, plan.timeout)
             late = _metric(worker, "juggler_late_events_total")
         want = expected.identities(where, prefix)
-        run = {"worker": compare(want, _results(bootstrap, prefix)) | {"late": late},
-               "kstreams": compare(want, kstreams_results(bootstrap, prefix)),
-               "worker_idle": worker_idle, "ks_idle": ks_idle}
+        run: dict[str, Any] = {
+            "worker": compare(want, _results(bootstrap, prefix)) | {"late": late},
+            "kstreams": compare(want, kstreams_results(bootstrap, prefix)),
+            "worker_idle": worker_idle, "ks_idle": ks_idle}
         out[label] = run
         log(f"  n={n} started idle, one producer per stream, {label}: "
             f"{run['worker']['expected']:,} expected; worker {run['worker']['got']:,} "
@@ -350,9 +352,29 @@ def _service_memory(run: dict[str, Any]) -> int:
     return run["memory"]["process"] + run["memory"]["index"]
 
 
-def summary(out: dict[str, Any]) -> dict[int, dict[str, float]]:
+class Summary(TypedDict):
+    """One query count's row of the report (`summary`)."""
+
+    worker_rate: float
+    ks_rate: float
+    rate_ratio: float
+    worker_mem: float
+    index_mem: float
+    ks_mem: float
+    mem_ratio: float
+    worker_start: float
+    ks_start: float
+    expected: int
+    worker_equal: bool
+    ks_equal: bool
+    worker_late: float
+    ks_unequal: list[int]
+    runs: int
+
+
+def summary(out: dict[str, Any]) -> dict[int, Summary]:
     """Per query count: medians of the backlog runs, and per-repeat ratios' medians."""
-    rows = {}
+    rows: dict[int, Summary] = {}
     for n, runs in out["backlog"].items():
         w, k = [r["worker"] for r in runs], [r["kstreams"] for r in runs]
         rows[n] = {
@@ -493,7 +515,7 @@ CAVEATS = (
 """Under the table: what the figures do not say."""
 
 
-def verdict(out: dict[str, Any], rows: dict[int, dict[str, float]]) -> list[str]:
+def verdict(out: dict[str, Any], rows: dict[int, Summary]) -> list[str]:
     """The issue's targets at the largest query count, and what the numbers say."""
     n = max(rows)
     r = rows[n]

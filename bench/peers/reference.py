@@ -25,7 +25,7 @@ from typing import Any
 from bench.measure import ROOT, _make_engine
 from bench.peers.files import EventFiles, read
 from bench.workloads import build
-from juggler.engine.events import LateEvent, process_batch
+from juggler.engine.events import LateEvent, Position, process_batch
 
 BATCH = 1024
 
@@ -38,7 +38,7 @@ def run_spec(spec: dict) -> dict[str, Any]:
     for query in queries:
         engine.register(query)
     order = {q.id: q.streams for q in queries}
-    found = []
+    found: list[tuple[str, dict[str, Position]]] = []
     clock = time.perf_counter
     start = clock()
     for at in range(0, len(events), BATCH):  # keep what identifies a result, not its row
@@ -49,8 +49,8 @@ def run_spec(spec: dict) -> dict[str, Any]:
     seconds = clock() - start
     stats = engine.stats()
     with open(spec["out"], "w") as f:
-        for query, sources in found:
-            f.write(f"{query}\t{','.join(str(sources[s]) for s in order[query])}\n")
+        for qid, sources in found:
+            f.write(f"{qid}\t{','.join(str(sources[s]) for s in order[qid])}\n")
     return {"events": len(events), "seconds": seconds, "results": len(found),
             "events_per_s": len(events) / seconds if seconds > 0 else None,
             "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
