@@ -1,6 +1,7 @@
-"""The package's type hints hold: mypy, configured in pyproject.toml, finds no error in
-`services/juggler`, so a collaborator typed as a `Query` or a `Settings` is one, and a
-change that breaks a signature's promise fails here rather than at a user's call."""
+"""The type hints hold: mypy, configured in pyproject.toml, finds no error in
+`services/juggler` or `bench`, so a collaborator typed as a `Query` or a `Settings` is
+one, and a change that breaks a signature's promise (a benchmark's calls included)
+fails here rather than at a user's call or in the middle of a benchmark run."""
 
 from __future__ import annotations
 
