@@ -20,7 +20,9 @@ from pathlib import Path
 from test_results_pages import OWN, SHARED, pages, row
 
 from juggler.serving.results_api import encode_cursor
-from juggler.runtime.results_store import DELETE_BELOW, NEXT_KEY, ResultsStore, trim
+from juggler.runtime.results_store import (COUNT_BELOW, DELETE_BELOW, NEXT_KEY, STRADDLING,
+                                            ResultsStore, trim)
+from juggler.runtime.results_table import RUNS_FROM, Row, run_offsets
 
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
 SERVICES = Path(__file__).resolve().parents[2] / "services"
@@ -108,13 +110,17 @@ def test_trim_deletes_exactly_the_rows_below_each_partitions_log_start() -> None
     rows = [row(q, SHARED, p, o) for q in ("q1", "q2", "q3") for p in range(3)
             for o in range(p, 60, 4)]
     rows += [row("q1", OWN, p, o) for p in range(2) for o in range(30)]
-    store.append(rows, {(SHARED, p): 60 for p in range(3)} | {(OWN, p): 30 for p in range(2)})
+    # appended in pieces, as the indexer does a fetch at a time: a key's results lie in
+    # several runs, and a start falls inside one, between two, or past them all
+    for low in range(0, 60, 20):
+        store.append([r for r in rows if low <= r[3] < low + 20], {})
+    store.append([], {(SHARED, p): 60 for p in range(3)} | {(OWN, p): 30 for p in range(2)})
     starts = {(SHARED, 0): 17, (SHARED, 1): 60, (OWN, 1): 12}  # (SHARED, 2) not asked
     kept = [r for r in rows if r[3] >= starts.get((r[1], r[2]), 0)]
 
     indexer = sqlite3.connect(store.path)  # the indexing process's own connection
     assert trim(indexer, starts) == len(rows) - len(kept)
-    assert sorted(indexer.execute("SELECT * FROM results").fetchall()) == sorted(kept)
+    assert sorted(stored(indexer)) == sorted(kept)
     assert trim(indexer, starts) == 0  # a second pass finds nothing more
 
     old = {0: 1, 1: 2, 2: 0}  # below every start that moved
@@ -127,16 +133,29 @@ def test_trim_deletes_exactly_the_rows_below_each_partitions_log_start() -> None
     store.stop()
 
 
-def test_trim_searches_the_index_and_never_scans_the_table() -> None:
+def test_trim_and_pages_search_the_index_and_never_scan_the_table() -> None:
     """Inserts stay appends (the table's layout is what makes them cheap), so a pass
-    must find its rows through `results_at`: a scan would read every result kept."""
+    and a page must find their runs through `results_at`: a scan would read every
+    result kept."""
     store = ResultsStore({}, SHARED)
     conn = sqlite3.connect(store.path)
-    for statement, parameters in ((NEXT_KEY, ("", "", -1)), (DELETE_BELOW, ("q", SHARED, 0, 5))):
-        plan = [step[3] for step in conn.execute("EXPLAIN QUERY PLAN " + statement, parameters)]
+    below = ("q", SHARED, 0, 5)
+    for statement, parameters in ((NEXT_KEY, ("", "", -1)), (COUNT_BELOW, below),
+                                  (DELETE_BELOW, below), (STRADDLING, below),
+                                  (RUNS_FROM, ("q", SHARED, 0, 5, 9))):
+        plan = [step[3] for step in conn.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+                if not step[3].startswith("SCALAR SUBQUERY")]
         assert plan and all(s.startswith("SEARCH results USING") and "INDEX results_at" in s
                             for s in plan), plan
     store.stop()
+
+
+def stored(conn: sqlite3.Connection) -> list[Row]:
+    """Every result the table holds, a row each, as `append` took them."""
+    return [(query, topic, partition, offset, text)
+            for query, topic, partition, blob, records in conn.execute(
+                "SELECT query, topic, partition, offsets, records FROM results")
+            for offset, text in zip(run_offsets(blob), records.split("\n"), strict=True)]
 
 
 def test_an_old_cursor_on_a_fully_trimmed_partition_moves_to_the_indexed_end() -> None:

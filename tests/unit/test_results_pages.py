@@ -48,11 +48,17 @@ def test_page_body_is_the_encoded_page_byte_for_byte() -> None:
     assert json.loads(page_body([], {})) == {"results": [], "next": ""}
 
 
-def test_cursor_walks_every_indexed_result_once_and_stops_at_the_indexed_end() -> None:
+@pytest.mark.parametrize("fetched", [40, 7, 1])
+def test_cursor_walks_every_indexed_result_once_and_stops_at_the_indexed_end(
+        fetched: int) -> None:
+    """`fetched`: offsets per append, as the indexer appends a fetch at a time, so a
+    query's results of a partition lie in one run, in several, or one a run."""
     store = ResultsStore({}, SHARED)
-    store.append([row(q, SHARED, p, o) for p in range(4) for o in range(p, 40, 3)
-                  for q in ("q1", "q2")],
-                 {(SHARED, p): 30 for p in range(4)})  # offsets 30.. are not indexed yet
+    rows = [row(q, SHARED, p, o) for p in range(4) for o in range(p, 40, 3)
+            for q in ("q1", "q2")]
+    for low in range(0, 40, fetched):
+        store.append([r for r in rows if low <= r[3] < low + fetched], {})
+    store.append([], {(SHARED, p): 30 for p in range(4)})  # offsets 30.. are not indexed yet
     expected = [(p, o) for p in range(4) for o in range(p, 30, 3)]
     for limit in (1, 4, 7, 1000):
         seen, cursor = pages(store, "q1", SHARED, limit)

@@ -59,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -304,8 +305,7 @@ class ResultsStore:
         return conn
 
     def append(self, rows: list[Row], ends: dict[TP, int]) -> None:
-        """Add (query, topic, partition, offset, JSON text) rows and move the indexed
-        ends, in one transaction: a reader never sees an end before the rows below it."""
+        """`results_table.append` on this thread's connection."""
         results_table.append(self._connection(), rows, ends)
 
     # reading: the HTTP thread (`results_table`) --------------------------------------
@@ -322,34 +322,48 @@ class ResultsStore:
 
 
 NEXT_KEY = ("SELECT query, topic, partition FROM results "
-            "WHERE (query, topic, partition, offset) > (?, ?, ?, 9223372036854775807) "
-            "ORDER BY query, topic, partition, offset LIMIT 1")
+            "WHERE (query, topic, partition, first) > (?, ?, ?, 9223372036854775807) "
+            "ORDER BY query, topic, partition, first LIMIT 1")
 """The (query, topic, partition) after a given one: one seek past the given one's
-last possible row (offset 2^63 - 1). Compared on the three columns alone, SQLite
+last possible run (first offset 2^63 - 1). Compared on the three columns alone, SQLite
 stepped through every row of the given key instead: 60 times slower (1M rows)."""
-DELETE_BELOW = ("DELETE FROM results "
-                "WHERE query = ? AND topic = ? AND partition = ? AND offset < ?")
+_BELOW = "FROM results WHERE query = ?1 AND topic = ?2 AND partition = ?3 AND first < ?4"
+COUNT_BELOW = "SELECT COALESCE(SUM(length(offsets)), 0) / 8 " + _BELOW + " AND last < ?4"
+"""How many results the runs wholly below a start hold (8 bytes an offset)."""
+DELETE_BELOW = "DELETE " + _BELOW + " AND last < ?4"
+STRADDLING = "SELECT rowid, offsets, records " + _BELOW + " AND last >= ?4"
+"""The one run, if any, that holds offsets on both sides of a start."""
 
 
 def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
     """Delete every result below its partition's start in `starts` (the first offset
     still in the log), for every query, in one transaction; returns how many.
 
-    Both statements are searches of `results_at`, never a scan of the table: the
+    Every statement is a search of `results_at`, never a scan of the table: the
     (query, topic, partition) keys held are found one index seek each (a loose index
-    scan, so the indexing process keeps no set of them), and each one's rows below the
-    start are one range. The table's layout and the insert path stay as they are
-    (`results_table.SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would scan the table
-    instead, far slower on a large table (docs/benchmarks.md, "Results API and
-    index")."""
+    scan, so the indexing process keeps no set of them), and each one's runs below the
+    start are one range: those wholly below go, the one the start falls in keeps its
+    results from the start on. The table's layout and the insert path stay as they are
+    (`results_table.SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would
+    scan the table instead, far slower on a large table (docs/benchmarks.md, "Results
+    API and index")."""
     deleted = 0
     with conn:
         key: tuple[str, str, int] = ("", "", -1)  # below every key: no topic name is empty
         while (found := conn.execute(NEXT_KEY, key).fetchone()) is not None:
             key = found
             start = starts.get((key[1], key[2]))
-            if start is not None:
-                deleted += conn.execute(DELETE_BELOW, (*key, start)).rowcount
+            if start is None:
+                continue
+            deleted += conn.execute(COUNT_BELOW, (*key, start)).fetchone()[0]
+            conn.execute(DELETE_BELOW, (*key, start))
+            for rowid, blob, records in conn.execute(STRADDLING, (*key, start)).fetchall():
+                offsets = results_table.run_offsets(blob)
+                keep = bisect_left(offsets, start)
+                conn.execute("UPDATE results SET first = ?, offsets = ?, records = ? "
+                             "WHERE rowid = ?", (offsets[keep], offsets[keep:].tobytes(),
+                                                 "\n".join(records.split("\n")[keep:]), rowid))
+                deleted += keep
     return deleted
 
 
