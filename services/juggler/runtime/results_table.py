@@ -36,8 +36,8 @@ partition, the offset up to which `results` holds every result.
 Why runs, not a row per result: results of many queries arrive interleaved, and each
 row costs an entry in the index a page reads through; an append of a few thousand
 results of a hundred queries writes a few hundred runs, so the index is a small part
-of the indexer's time (it was two thirds with a row per result), while a page reads
-a few runs instead of its rows (docs/benchmarks.md, "Results API and index"). Why
+of the indexer's time, and a page reads a few runs instead of its rows
+(docs/benchmarks.md, "Results API and index"). Why
 appended runs with an index, not a table keyed by (query, topic, partition, first):
 in such a table every insert landed somewhere else in the tree with its whole text."""
 
