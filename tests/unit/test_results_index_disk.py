@@ -20,9 +20,9 @@ from pathlib import Path
 from test_results_pages import OWN, SHARED, pages, row
 
 from juggler.serving.results_api import encode_cursor
-from juggler.runtime.results_store import (COUNT_BELOW, DELETE_BELOW, NEXT_KEY, STRADDLING,
-                                            ResultsStore, trim)
-from juggler.runtime.results_table import RUNS_FROM, Row, run_offsets
+from juggler.runtime.results_store import ResultsStore
+from juggler.runtime.results_table import (COUNT_BELOW, DELETE_BELOW, NEXT_KEY, RUNS_FROM,
+                                           STRADDLING, Row, run_results, trim)
 
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
 SERVICES = Path(__file__).resolve().parents[2] / "services"
@@ -155,7 +155,7 @@ def stored(conn: sqlite3.Connection) -> list[Row]:
     return [(query, topic, partition, offset, text)
             for query, topic, partition, blob, records in conn.execute(
                 "SELECT query, topic, partition, offsets, records FROM results")
-            for offset, text in zip(run_offsets(blob), records.split("\n"), strict=True)]
+            for offset, text in zip(*run_results(blob, records), strict=True)]
 
 
 def test_an_old_cursor_on_a_fully_trimmed_partition_moves_to_the_indexed_end() -> None:

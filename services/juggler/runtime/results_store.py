@@ -39,8 +39,8 @@ indexed), so a page says when the index is behind the topic.
 
 The index follows the topics' retention, or it would grow without bound and serve
 results Kafka has deleted: every `TRIM_INTERVAL` the indexing process asks each indexed
-partition's log start and deletes the rows below it (`trim`); a cursor from before
-simply continues from the first result kept. And it leaves nothing behind: `stop`
+partition's log start and deletes the results below it (`results_table.trim`); a
+cursor from before simply continues from the first result kept. And it leaves nothing behind: `stop`
 removes its directory, so does the interpreter's exit when nobody stopped it, and so
 does the indexing process when the worker's process died without any clean-up (every
 restart left a directory of its own: 7.2 GB of them in one /tmp).
@@ -59,7 +59,6 @@ import sys
 import tempfile
 import threading
 import time
-from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -321,55 +320,9 @@ class ResultsStore:
 # the indexing process -----------------------------------------------------------------
 
 
-NEXT_KEY = ("SELECT query, topic, partition FROM results "
-            "WHERE (query, topic, partition, first) > (?, ?, ?, 9223372036854775807) "
-            "ORDER BY query, topic, partition, first LIMIT 1")
-"""The (query, topic, partition) after a given one: one seek past the given one's
-last possible run (first offset 2^63 - 1). Compared on the three columns alone, SQLite
-stepped through every row of the given key instead: 60 times slower (1M rows)."""
-_BELOW = "FROM results WHERE query = ?1 AND topic = ?2 AND partition = ?3 AND first < ?4"
-COUNT_BELOW = "SELECT COALESCE(SUM(length(offsets)), 0) / 8 " + _BELOW + " AND last < ?4"
-"""How many results the runs wholly below a start hold (8 bytes an offset)."""
-DELETE_BELOW = "DELETE " + _BELOW + " AND last < ?4"
-STRADDLING = "SELECT rowid, offsets, records " + _BELOW + " AND last >= ?4"
-"""The one run, if any, that holds offsets on both sides of a start."""
-
-
-def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
-    """Delete every result below its partition's start in `starts` (the first offset
-    still in the log), for every query, in one transaction; returns how many.
-
-    Every statement is a search of `results_at`, never a scan of the table: the
-    (query, topic, partition) keys held are found one index seek each (a loose index
-    scan, so the indexing process keeps no set of them), and each one's runs below the
-    start are one range: those wholly below go, the one the start falls in keeps its
-    results from the start on. The table's layout and the insert path stay as they are
-    (`results_table.SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would
-    scan the table instead, far slower on a large table (docs/benchmarks.md, "Results
-    API and index")."""
-    deleted = 0
-    with conn:
-        key: tuple[str, str, int] = ("", "", -1)  # below every key: no topic name is empty
-        while (found := conn.execute(NEXT_KEY, key).fetchone()) is not None:
-            key = found
-            start = starts.get((key[1], key[2]))
-            if start is None:
-                continue
-            deleted += conn.execute(COUNT_BELOW, (*key, start)).fetchone()[0]
-            conn.execute(DELETE_BELOW, (*key, start))
-            for rowid, blob, records in conn.execute(STRADDLING, (*key, start)).fetchall():
-                offsets = results_table.run_offsets(blob)
-                keep = bisect_left(offsets, start)
-                conn.execute("UPDATE results SET first = ?, offsets = ?, records = ? "
-                             "WHERE rowid = ?", (offsets[keep], offsets[keep:].tobytes(),
-                                                 "\n".join(records.split("\n")[keep:]), rowid))
-                deleted += keep
-    return deleted
-
-
 def _trim_to_log_starts(conn: sqlite3.Connection, admin: AdminClient, tps: list[TP],
                         trimmed: dict[TP, int]) -> None:
-    """One pass of `trim` for the partitions whose log start moved since the last
+    """One pass of `results_table.trim` for the partitions whose log start moved since the last
     (`trimmed`, updated); a broker that does not answer within 10 s leaves it to the
     next pass rather than hold the indexing up."""
     try:
@@ -380,7 +333,7 @@ def _trim_to_log_starts(conn: sqlite3.Connection, admin: AdminClient, tps: list[
         return
     moved = {tp: start for tp, start in starts.items() if trimmed.get(tp) != start}
     if moved:
-        deleted = trim(conn, moved)
+        deleted = results_table.trim(conn, moved)
         trimmed.update(moved)
         log.info("the results index dropped %d results below the log starts", deleted)
 

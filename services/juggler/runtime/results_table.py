@@ -1,5 +1,5 @@
-"""The results index's SQLite table: its schema, the indexer's append, and the reads a
-results page makes (`results_store` runs the indexer and watches it).
+"""The results index's SQLite table: its schema, the indexer's append and trim, and the
+reads a results page makes (`results_store` runs the indexer and watches it).
 
 Apart from `results_store` because a page is read in two processes: the worker's own
 server (the Faust runtime's too) and the worker's HTTP port process
@@ -74,17 +74,23 @@ def append(conn: sqlite3.Connection, rows: list[Row], ends: dict[TP, int]) -> No
         if runs:
             conn.executemany(
                 "INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(*key, offsets[0], offsets[-1], offsets.tobytes(), "\n".join(texts))
-                 for key, (offsets, texts) in runs.items()])
+                [(*key, *run_columns(offsets, texts)) for key, (offsets, texts) in runs.items()])
         conn.executemany("INSERT OR REPLACE INTO ends VALUES (?, ?, ?)",
                          [(t, p, o) for (t, p), o in ends.items()])
 
 
-def run_offsets(blob: bytes) -> array[int]:
-    """A run's `offsets` column as the int64s it holds."""
+def run_columns(offsets: array[int], texts: list[str]) -> tuple[int, int, bytes, str]:
+    """A run's `first`, `last`, `offsets` and `records` columns (`run_results` reads
+    the last two back)."""
+    return offsets[0], offsets[-1], offsets.tobytes(), "\n".join(texts)
+
+
+def run_results(blob: bytes, records: str) -> tuple[array[int], list[str]]:
+    """A run's offsets and their JSON texts, in order, from its `offsets` and `records`
+    columns."""
     offsets = array("q")
     offsets.frombytes(blob)
-    return offsets
+    return offsets, records.split("\n")
 
 
 def page(conn: sqlite3.Connection, query_id: str, topic: str, after: dict[int, int],
@@ -104,11 +110,11 @@ def page(conn: sqlite3.Connection, query_id: str, topic: str, after: dict[int, i
         taken: list[str] = []
         last = -1
         for blob, records in conn.execute(RUNS_FROM, (query_id, topic, p, start, end)):
-            offsets = run_offsets(blob)
+            offsets, texts = run_results(blob, records)
             lo, hi = bisect_left(offsets, start), bisect_left(offsets, end)
             hi = min(hi, lo + left - len(taken))
             if lo < hi:
-                taken += records.split("\n")[lo:hi]
+                taken += texts[lo:hi]
                 last = offsets[hi - 1]
             if len(taken) == left:
                 break
@@ -121,6 +127,52 @@ def known(conn: sqlite3.Connection, query_id: str, topic: str) -> bool:
     """Whether any result of `query_id` on `topic` is indexed."""
     return conn.execute("SELECT 1 FROM results WHERE query = ? AND topic = ? LIMIT 1",
                         (query_id, topic)).fetchone() is not None
+
+
+NEXT_KEY = ("SELECT query, topic, partition FROM results "
+            "WHERE (query, topic, partition, first) > (?, ?, ?, 9223372036854775807) "
+            "ORDER BY query, topic, partition, first LIMIT 1")
+"""The (query, topic, partition) after a given one: one seek past the given one's
+last possible run (first offset 2^63 - 1). Compared on the three columns alone, SQLite
+stepped through every row of the given key instead: 60 times slower (1M rows)."""
+_BELOW = "FROM results WHERE query = ?1 AND topic = ?2 AND partition = ?3 AND first < ?4"
+COUNT_BELOW = "SELECT COALESCE(SUM(length(offsets)), 0) / 8 " + _BELOW + " AND last < ?4"
+"""How many results the runs wholly below a start hold (8 bytes an offset)."""
+DELETE_BELOW = "DELETE " + _BELOW + " AND last < ?4"
+STRADDLING = "SELECT rowid, offsets, records " + _BELOW + " AND last >= ?4"
+"""The one run, if any, that holds offsets on both sides of a start."""
+
+
+def trim(conn: sqlite3.Connection, starts: dict[TP, int]) -> int:
+    """Delete every result below its partition's start in `starts` (the first offset
+    still in the log), for every query, in one transaction; returns how many.
+
+    Every statement is a search of `results_at`, never a scan of the table: the
+    (query, topic, partition) keys held are found one index seek each (a loose index
+    scan, so the indexing process keeps no set of them), and each one's runs below the
+    start are one range: those wholly below go, the one the start falls in keeps its
+    results from the start on. The table's layout and the insert path stay as they are
+    (`SCHEMA`). A `DELETE ... WHERE topic = ? AND partition = ?` would scan the table
+    instead, far slower on a large table (docs/benchmarks.md, "Results API and
+    index")."""
+    deleted = 0
+    with conn:
+        key: tuple[str, str, int] = ("", "", -1)  # below every key: no topic name is empty
+        while (found := conn.execute(NEXT_KEY, key).fetchone()) is not None:
+            key = found
+            start = starts.get((key[1], key[2]))
+            if start is None:
+                continue
+            deleted += conn.execute(COUNT_BELOW, (*key, start)).fetchone()[0]
+            conn.execute(DELETE_BELOW, (*key, start))
+            for rowid, blob, records in conn.execute(STRADDLING, (*key, start)).fetchall():
+                offsets, texts = run_results(blob, records)
+                keep = bisect_left(offsets, start)
+                conn.execute(
+                    "UPDATE results SET first = ?, last = ?, offsets = ?, records = ? "
+                    "WHERE rowid = ?", (*run_columns(offsets[keep:], texts[keep:]), rowid))
+                deleted += keep
+    return deleted
 
 
 def behind(running: bool, lag: Mapping[str, int], topic: str) -> bool:
